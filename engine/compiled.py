@@ -1,0 +1,160 @@
+"""The KB compiled once for the engine: predicates, indexes and regexes.
+
+Names are resolved here, so a typo in the KB fails at load time, never mid-session.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..kb.schema import Fact, KnowledgeBase, Rule
+from .conditions import Predicate, compile_condition, condition_facts, uses_absence
+from .values import ValueProblem, coerce
+
+__all__ = ["CompiledRule", "CompiledKB", "CompileError", "compile_kb"]
+
+
+class CompileError(ValueError):
+    """The KB's meaning is broken (unknown names, bad regexes); ``problems`` lists each."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("knowledge base does not compile:\n  " + "\n  ".join(problems))
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    rule: Rule
+    order: int
+    predicate: Predicate
+    reads: frozenset[str]
+    sets: tuple[tuple[str, object], ...]
+
+    @property
+    def id(self) -> str:
+        return self.rule.id
+
+
+@dataclass(frozen=True)
+class CompiledKB:
+    kb: KnowledgeBase
+    rules: tuple[CompiledRule, ...]
+    rules_by_fact: dict[str, tuple[int, ...]]
+    absence_rules: tuple[int, ...]
+    signature_regexes: dict[str, re.Pattern[str]]
+    symptom_regexes: dict[str, tuple[re.Pattern[str], ...]]
+    influence: dict[str, frozenset[str]] = field(default_factory=dict)  # fact -> causes
+
+    @property
+    def facts(self) -> dict[str, Fact]:
+        return self.kb.facts
+
+
+def _check_sets(where: str, sets: dict, facts: dict[str, Fact], problems: list[str],
+                captures: set[str] = frozenset()) -> tuple[tuple[str, object], ...]:
+    out = []
+    for name, value in sets.items():
+        if name not in facts:
+            problems.append(f"{where}: sets unknown fact {name!r}")
+            continue
+        fact = facts[name]
+        if isinstance(value, str) and "{" in value:
+            used = set(re.findall(r"\{(\w+)\}", value))
+            missing = used - set(captures)
+            if missing:
+                problems.append(f"{where}: {name} uses capture(s) {sorted(missing)} the regex lacks")
+            out.append((name, value))
+            continue
+        try:
+            out.append((name, coerce(value, fact.type, fact.choices)))
+        except ValueProblem as exc:
+            problems.append(f"{where}: {name}: {exc}")
+    return tuple(out)
+
+
+def _influence(kb: KnowledgeBase) -> dict[str, frozenset[str]]:
+    """Which causes each fact can move, directly or through rules that set other facts."""
+    direct: dict[str, set[str]] = defaultdict(set)
+    feeds: dict[str, set[str]] = defaultdict(set)  # fact -> facts derived from it
+    for rule in kb.rules.values():
+        reads = condition_facts(rule.when)
+        for name in reads:
+            direct[name].update(e.cause for e in rule.then.evidence)
+            feeds[name].update(rule.then.set)
+    out: dict[str, frozenset[str]] = {}
+    for start in kb.facts:
+        seen, stack, causes = {start}, [start], set()
+        while stack:
+            name = stack.pop()
+            causes |= direct.get(name, set())
+            for nxt in feeds.get(name, ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        out[start] = frozenset(causes)
+    return out
+
+
+def compile_kb(kb: KnowledgeBase) -> CompiledKB:
+    """Compile and cross-check a KB; raise :class:`CompileError` listing every problem."""
+    problems: list[str] = []
+    rules: list[CompiledRule] = []
+    for order, rule in enumerate(kb.rules.values()):
+        where = f"{kb.origin(rule.id)} [{rule.id}]"
+        try:
+            predicate = compile_condition(rule.when, kb.facts)
+        except (ValueError, ValueProblem) as exc:
+            problems.append(f"{where}: when: {exc}")
+            continue
+        for ev in rule.then.evidence:
+            if ev.cause not in kb.causes:
+                problems.append(f"{where}: evidence for unknown cause {ev.cause!r}")
+        sets = _check_sets(where, rule.then.set, kb.facts, problems)
+        rules.append(CompiledRule(rule, order, predicate, frozenset(condition_facts(rule.when)), sets))
+    by_fact: dict[str, list[int]] = defaultdict(list)
+    for index, compiled in enumerate(rules):
+        for name in compiled.reads:
+            by_fact[name].append(index)
+    absence = tuple(i for i, r in enumerate(rules) if uses_absence(r.rule.when))
+
+    sig_regexes: dict[str, re.Pattern[str]] = {}
+    for sig in kb.signatures.values():
+        where = f"{kb.origin(sig.id)} [{sig.id}]"
+        try:
+            regex = re.compile(sig.pattern, re.IGNORECASE if sig.ignore_case else 0)
+        except re.error as exc:
+            problems.append(f"{where}: pattern does not compile: {exc}")
+            continue
+        sig_regexes[sig.id] = regex
+        _check_sets(where, sig.sets, kb.facts, problems, set(regex.groupindex))
+    sym_regexes: dict[str, tuple[re.Pattern[str], ...]] = {}
+    for sym in kb.symptoms.values():
+        where = f"{kb.origin(sym.id)} [{sym.id}]"
+        compiled_patterns = []
+        for pattern in sym.patterns:
+            try:
+                compiled_patterns.append(re.compile(pattern, re.IGNORECASE))
+            except re.error as exc:
+                problems.append(f"{where}: pattern {pattern!r} does not compile: {exc}")
+        sym_regexes[sym.id] = tuple(compiled_patterns)
+        captures = set().union(*(set(r.groupindex) for r in compiled_patterns)) if compiled_patterns else set()
+        _check_sets(where, sym.sets, kb.facts, problems, captures)
+    for cause in kb.causes.values():
+        for fix in cause.fixes:
+            if fix not in kb.fixes:
+                problems.append(f"{kb.origin(cause.id)} [{cause.id}]: unknown fix {fix!r}")
+    for fact in kb.facts.values():
+        if fact.question is None and fact.help:
+            pass
+    if problems:
+        raise CompileError(problems)
+    return CompiledKB(
+        kb=kb,
+        rules=tuple(rules),
+        rules_by_fact={k: tuple(v) for k, v in by_fact.items()},
+        absence_rules=absence,
+        signature_regexes=sig_regexes,
+        symptom_regexes=sym_regexes,
+        influence=_influence(kb),
+    )

@@ -1,0 +1,155 @@
+"""Rule conditions compiled once into predicates over working memory.
+
+Three-valued: a predicate answers True, False or None (unknown). A comparison with a fact
+that is not known is unknown, so rules never fire on missing information; ``known: false``
+is the one way to test for absence.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ..kb.schema import Condition, Fact
+from .memory import FactRecord
+from .values import coerce, compare, equals
+
+__all__ = ["Truth", "Predicate", "compile_condition", "condition_facts", "uses_absence"]
+
+#: (truth, certainty of the premise)
+Truth = tuple[bool | None, float]
+Predicate = Callable[[Mapping[str, FactRecord]], Truth]
+
+_UNKNOWN: Truth = (None, 0.0)
+
+
+@dataclass(frozen=True)
+class _Problem(Exception):
+    message: str
+
+
+def condition_facts(cond: Condition) -> set[str]:
+    """Every fact a condition reads."""
+    if cond.fact is not None:
+        return {cond.fact}
+    parts = cond.all or cond.any or ([cond.not_] if cond.not_ else [])
+    out: set[str] = set()
+    for part in parts:
+        out |= condition_facts(part)
+    return out
+
+
+def uses_absence(cond: Condition) -> bool:
+    """True when the condition can be true while facts are unknown (``known: false``)."""
+    if cond.fact is not None:
+        return cond.known is False
+    parts = cond.all or cond.any or ([cond.not_] if cond.not_ else [])
+    return any(uses_absence(p) for p in parts)
+
+
+def compile_condition(cond: Condition, facts: Mapping[str, Fact]) -> Predicate:
+    """Compile a condition; raise ValueError naming the problem for an unknown fact or a
+    literal that does not fit the fact's type."""
+    if cond.all is not None:
+        parts = [compile_condition(c, facts) for c in cond.all]
+
+        def all_of(memory: Mapping[str, FactRecord]) -> Truth:
+            lowest, unknown = 1.0, False
+            for part in parts:
+                truth, cf = part(memory)
+                if truth is False:
+                    return (False, 0.0)
+                if truth is None:
+                    unknown = True
+                else:
+                    lowest = min(lowest, cf)
+            return _UNKNOWN if unknown else (True, lowest)
+
+        return all_of
+    if cond.any is not None:
+        parts = [compile_condition(c, facts) for c in cond.any]
+
+        def any_of(memory: Mapping[str, FactRecord]) -> Truth:
+            best, unknown = -1.0, False
+            for part in parts:
+                truth, cf = part(memory)
+                if truth is True:
+                    best = max(best, cf)
+                elif truth is None:
+                    unknown = True
+            if best >= 0:
+                return (True, best)
+            return _UNKNOWN if unknown else (False, 0.0)
+
+        return any_of
+    if cond.not_ is not None:
+        inner = compile_condition(cond.not_, facts)
+
+        def negation(memory: Mapping[str, FactRecord]) -> Truth:
+            truth, cf = inner(memory)
+            if truth is None:
+                return _UNKNOWN
+            return (not truth, cf if cf > 0 else 1.0)
+
+        return negation
+    return _compile_fact_test(cond, facts)
+
+
+def _compile_fact_test(cond: Condition, facts: Mapping[str, Fact]) -> Predicate:
+    name = cond.fact
+    assert name is not None
+    if name not in facts:
+        raise ValueError(f"unknown fact {name!r}")
+    fact = facts[name]
+    kind = fact.type
+    ops = cond.comparisons()
+    op = ops[0] if ops else None
+
+    def literal(value: object) -> object:
+        if kind in ("number",) or op in ("lt", "le", "gt", "ge") and kind != "version":
+            return coerce(value, "number")
+        if kind == "choice":
+            return coerce(value, kind, fact.choices)
+        return coerce(value, kind)
+
+    if op == "known":
+        wanted = bool(cond.known)
+
+        def known(memory: Mapping[str, FactRecord]) -> Truth:
+            record = memory.get(name)
+            return ((record is not None) == wanted, record.certainty if record else 1.0)
+
+        return known
+    if op is None:
+        if kind != "bool":
+            raise ValueError(f"bare test of {name!r} needs a bool fact (it is {kind}); use eq/in")
+        test: Callable[[object], bool | None] = lambda v: v is True
+    elif op in ("eq", "ne"):
+        expected = literal(getattr(cond, op))
+        positive = op == "eq"
+        test = lambda v: equals(v, expected, kind) == positive  # type: ignore[arg-type]
+    elif op == "in_":
+        options = [literal(v) for v in cond.in_ or []]
+        test = lambda v: any(equals(v, o, kind) for o in options)  # type: ignore[arg-type]
+    elif op == "matches":
+        try:
+            regex = re.compile(str(cond.matches), re.IGNORECASE)
+        except re.error as exc:
+            raise ValueError(f"bad regex for {name!r}: {exc}") from None
+        test = lambda v: regex.search(str(v)) is not None
+    else:
+        if kind not in ("number", "version"):
+            raise ValueError(f"{op} needs a number or version fact ({name!r} is {kind})")
+        bound = literal(getattr(cond, op))
+        test = lambda v: compare(v, op, bound, kind)  # type: ignore[arg-type]
+
+    def fact_test(memory: Mapping[str, FactRecord]) -> Truth:
+        record = memory.get(name)
+        if record is None:
+            return _UNKNOWN
+        result = test(record.value)
+        if result is None:
+            return _UNKNOWN
+        return (result, record.certainty)
+
+    return fact_test

@@ -1,0 +1,56 @@
+"""Explanations as data: HOW a cause was weighed, WHY a question is asked."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .chaining import Inference
+from .compiled import CompiledKB
+from .memory import FactRecord
+from .questions import simulate
+from .results import How, HowStep, Why
+
+__all__ = ["how", "why", "fact_trace"]
+
+
+def fact_trace(facts: Mapping[str, FactRecord], name: str, depth: int = 0) -> HowStep:
+    """A fact with its source; for a fact a rule derived, the facts it came from."""
+    record = facts[name]
+    children: list[HowStep] = []
+    derived_by = ""
+    if record.source.kind == "rule":
+        derived_by = record.source.detail
+        if depth < 8:
+            children = [fact_trace(facts, n, depth + 1) for n in record.because if n in facts]
+    return HowStep(record.name, record.value, str(record.source), round(record.certainty, 3), derived_by, children)
+
+
+def how(ckb: CompiledKB, state: Inference, cause_id: str) -> How:
+    """Every rule that weighed on the cause, with its contribution and the facts behind it."""
+    cause = ckb.kb.causes[cause_id]
+    firings = {f.rule: f for f in state.fired}
+    rules = []
+    for rule_id, contribution in state.evidence.get(cause_id, []):
+        rule = ckb.kb.rules[rule_id]
+        firing = firings[rule_id]
+        rules.append({
+            "rule": rule_id,
+            "description": rule.description,
+            "defined_at": ckb.kb.origin(f"rules:{rule_id}"),
+            "contribution": round(contribution, 3),
+            "facts": [fact_trace(state.facts, n).to_dict() for n in firing.facts],
+        })
+    return How(cause_id, cause.title, round(max(state.certainty(cause_id), 0.0), 3), rules)
+
+
+def why(ckb: CompiledKB, state: Inference, fact_id: str, answers: list, leading: list[str]) -> Why:
+    """For each leading cause the answer could move: its certainty now and after each answer."""
+    fact = ckb.kb.facts[fact_id]
+    now = state.certainties()
+    outcomes = {str(a): simulate(ckb, state, fact, a).certainties() for a in answers}
+    causes = []
+    for cause_id in leading:
+        after = {a: round(c.get(cause_id, 0.0), 3) for a, c in outcomes.items()}
+        if max(after.values(), default=0) - min(after.values(), default=0) > 0.02:
+            causes.append({"id": cause_id, "title": ckb.kb.causes[cause_id].title,
+                           "now": round(now.get(cause_id, 0.0), 3), "by_answer": after})
+    return Why(fact_id, fact.question or fact_id, causes)

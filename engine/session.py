@@ -1,0 +1,389 @@
+"""The session API: one :class:`Doctor` per KB, one :class:`Session` per conversation.
+
+Every front end (the one-shot CLI, the TUI, the HTTP server, embedding bots) drives these two
+objects and holds no diagnosis logic of its own. Nothing here does I/O: logs arrive as
+iterables of lines, and state leaves as JSON text.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..kb.schema import KnowledgeBase
+from .certainty import RAISE_THRESHOLD
+from .chaining import Inference, infer
+from .compiled import CompiledKB, compile_kb
+from .explain import how as explain_how
+from .explain import why as explain_why
+from .matching import SymptomMatch, match_symptoms, scan_lines
+from .memory import SOURCE_PRIORITY, FactRecord, Source
+from .plan import build_plan
+from .questions import answer_options, leading_causes, rank_questions
+from .results import Diagnosis, EvidenceItem, How, Plan, Question, Why
+from .values import Value, ValueProblem, coerce
+
+__all__ = [
+    "Doctor",
+    "Session",
+    "SessionError",
+    "UnknownFact",
+    "InputTooLarge",
+    "StateError",
+    "LogSummary",
+    "STATE_FORMAT",
+    "STATE_VERSION",
+    "MAX_TEXT_CHARS",
+]
+
+STATE_FORMAT = "nccl-doctor-session"
+STATE_VERSION = 1
+MAX_TEXT_CHARS = 200_000
+MAX_LINE_CHARS = 8_192
+_LATER_WINS = {"answer", "cli", "probe"}
+
+
+class SessionError(ValueError):
+    """Bad input to a session; the message names the problem."""
+
+
+class UnknownFact(SessionError):
+    """A fact name the KB does not define."""
+
+
+class InputTooLarge(SessionError):
+    """Text beyond :data:`MAX_TEXT_CHARS`."""
+
+
+class StateError(SessionError):
+    """A saved session that cannot be restored."""
+
+
+@dataclass
+class LogSummary:
+    """What one log added: lines read, and per signature the count and first place seen."""
+
+    name: str
+    lines: int = 0
+    hits: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "lines": self.lines, "hits": self.hits}
+
+
+class Doctor:
+    """A compiled knowledge base. Immutable after construction; share it between threads."""
+
+    def __init__(self, kb: KnowledgeBase):
+        self._ckb = compile_kb(kb)
+        self._options = answer_options(self._ckb)
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        return self._ckb.kb
+
+    @property
+    def compiled(self) -> CompiledKB:
+        return self._ckb
+
+    @property
+    def answer_options(self) -> Mapping[str, list[Value]]:
+        return self._options
+
+    def session(self) -> "Session":
+        """Start a new conversation."""
+        return Session(self)
+
+
+class Session:
+    """One conversation: facts in, ranked diagnoses, questions and a fix plan out."""
+
+    def __init__(self, doctor: Doctor):
+        self.doctor = doctor
+        self._assertions: list[FactRecord] = []
+        self._unknown: list[str] = []
+        self._texts: list[str] = []
+        self._logs: list[LogSummary] = []
+        self._matches: list[dict[str, Any]] = []
+        self._state: Inference | None = None
+
+    # ----------------------------------------------------------------- inputs
+    def tell(self, text: str) -> list[SymptomMatch]:
+        """The user's own words (a description, or pasted log lines); returns what matched."""
+        if len(text) > MAX_TEXT_CHARS:
+            raise InputTooLarge(f"text of {len(text)} characters is over the limit of {MAX_TEXT_CHARS}")
+        self._texts.append(text)
+        kb = self.doctor.kb
+        matches = match_symptoms(self.doctor.compiled, text)
+        for match in matches:
+            symptom = kb.symptoms[match.symptom]
+            detail = f"{match.symptom}: {match.phrase!r}"
+            for name, value in symptom.sets.items():
+                value = _fill(value, match.captures)
+                self._assert_coerced(name, value, Source("text", detail), symptom.certainty * match.score)
+            self._matches.append({"symptom": match.symptom, "phrase": match.phrase, "score": round(match.score, 3)})
+        self._scan(text.splitlines(), LogSummary(name="text"), kind="text")
+        self._state = None
+        return matches
+
+    def add_log(self, lines: Iterable[str], name: str = "log") -> LogSummary:
+        """Log lines (NCCL_DEBUG output, tracebacks, launcher logs), streamed once."""
+        summary = LogSummary(name=name)
+        self._scan(lines, summary, kind="log")
+        self._logs.append(summary)
+        self._state = None
+        return summary
+
+    def answer(self, fact_id: str, value: object) -> None:
+        """Answer a question (or change an earlier answer)."""
+        self._assertions = [a for a in self._assertions if not (a.name == fact_id and a.source.kind == "answer")]
+        if fact_id in self._unknown:
+            self._unknown.remove(fact_id)
+        self._assert_checked(fact_id, value, Source("answer"))
+
+    def dont_know(self, fact_id: str) -> None:
+        """The user cannot tell; the engine will not ask again."""
+        self._fact(fact_id)
+        self._assertions = [a for a in self._assertions if not (a.name == fact_id and a.source.kind == "answer")]
+        if fact_id not in self._unknown:
+            self._unknown.append(fact_id)
+        self._state = None
+
+    def set_fact(self, fact_id: str, value: object, *, source: str = "cli", detail: str = "",
+                 certainty: float = 1.0) -> None:
+        """Set a fact from a flag, a probe or a report (``source`` is one of the source kinds)."""
+        if source not in SOURCE_PRIORITY or source == "rule":
+            raise SessionError(f"unknown source kind {source!r}")
+        self._assert_checked(fact_id, value, Source(source, detail), certainty)  # type: ignore[arg-type]
+
+    def retract(self, fact_id: str) -> None:
+        """Take back an answer (and a "don't know") so the question can be asked again."""
+        self._fact(fact_id)
+        self._assertions = [a for a in self._assertions if not (a.name == fact_id and a.source.kind in ("answer", "cli"))]
+        if fact_id in self._unknown:
+            self._unknown.remove(fact_id)
+        self._state = None
+
+    # ---------------------------------------------------------------- outputs
+    def facts(self) -> dict[str, FactRecord]:
+        """Every known fact, given and derived."""
+        return dict(self._inference().facts)
+
+    def diagnoses(self, limit: int | None = None) -> list[Diagnosis]:
+        """Raised causes, best first."""
+        state = self._inference()
+        kb = self.doctor.kb
+        certainties = state.certainties()
+        ranked = sorted(
+            (c for c, v in certainties.items() if v > RAISE_THRESHOLD),
+            key=lambda c: (-round(certainties[c], 6), -kb.causes[c].prior, c),
+        )
+        out = []
+        for cause_id in ranked[:limit]:
+            cause = kb.causes[cause_id]
+            out.append(Diagnosis(
+                id=cause.id, title=cause.title, area=cause.area, confidence=certainties[cause_id],
+                explanation=cause.explanation, evidence=self._evidence(state, cause_id),
+                fixes=[kb.fixes[f].model_dump() for f in cause.fixes], references=list(cause.references),
+            ))
+        return out
+
+    def questions(self, limit: int = 3) -> list[Question]:
+        """The most useful questions now, best first; empty when nothing useful is left."""
+        return rank_questions(self.doctor.compiled, self._inference(), self.doctor.answer_options,
+                              skip=self._unknown, limit=limit)
+
+    def next_question(self) -> Question | None:
+        found = self.questions(limit=1)
+        return found[0] if found else None
+
+    def plan(self) -> Plan:
+        return build_plan(self.doctor.kb, self.diagnoses())
+
+    def how(self, cause_id: str) -> How:
+        """How the engine weighed a cause: rules, contributions, facts and their sources."""
+        if cause_id not in self.doctor.kb.causes:
+            raise SessionError(f"unknown cause {cause_id!r}")
+        return explain_how(self.doctor.compiled, self._inference(), cause_id)
+
+    def why(self, fact_id: str) -> Why:
+        """Why a question is worth asking: the causes each answer would move."""
+        self._fact(fact_id)
+        state = self._inference()
+        answers = self.doctor.answer_options.get(fact_id, [])
+        leading = leading_causes(self.doctor.compiled, state.certainties())
+        return explain_why(self.doctor.compiled, state, fact_id, answers, leading)
+
+    @property
+    def texts(self) -> list[str]:
+        return list(self._texts)
+
+    @property
+    def logs(self) -> list[LogSummary]:
+        return list(self._logs)
+
+    @property
+    def symptom_matches(self) -> list[dict[str, Any]]:
+        return list(self._matches)
+
+    @property
+    def unknown(self) -> list[str]:
+        return list(self._unknown)
+
+    def answers(self) -> dict[str, Value]:
+        """The questions answered so far, in order."""
+        return {a.name: a.value for a in self._assertions if a.source.kind == "answer"}
+
+    def report(self, *, questions: int = 3) -> dict[str, Any]:
+        """Everything a front end shows, as one JSON-ready dict (the CLI's ``--json``)."""
+        return {
+            "diagnoses": [d.to_dict() for d in self.diagnoses()],
+            "questions": [q.to_dict() for q in self.questions(limit=questions)],
+            "plan": self.plan().to_dict(),
+            "facts": {name: record.to_dict() for name, record in sorted(self.facts().items())},
+            "symptoms": self.symptom_matches,
+            "logs": [s.to_dict() for s in self._logs],
+        }
+
+    # ------------------------------------------------------------ persistence
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": STATE_FORMAT,
+            "version": STATE_VERSION,
+            "assertions": [
+                {"name": a.name, "value": a.value, "source": a.source.to_dict(), "certainty": a.certainty}
+                for a in self._assertions
+            ],
+            "unknown": list(self._unknown),
+            "texts": list(self._texts),
+            "logs": [s.to_dict() for s in self._logs],
+            "matches": list(self._matches),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, doctor: Doctor, text: str | bytes | Mapping[str, Any]) -> "Session":
+        """Restore a session saved by :meth:`to_json`; facts the KB no longer has are dropped."""
+        try:
+            data = dict(text) if isinstance(text, Mapping) else json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise StateError(f"session state is not JSON: {exc}") from None
+        if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
+            raise StateError("not a nccl-doctor session state (missing format marker)")
+        version = data.get("version")
+        if version != STATE_VERSION:
+            raise StateError(f"session state version {version!r} is not supported (this build reads {STATE_VERSION})")
+        session = cls(doctor)
+        try:
+            for item in data.get("assertions", []):
+                name = item["name"]
+                if name not in doctor.kb.facts:
+                    continue
+                fact = doctor.kb.facts[name]
+                source = Source(item["source"]["kind"], str(item["source"].get("detail", "")))
+                if source.kind not in SOURCE_PRIORITY or source.kind == "rule":
+                    raise StateError(f"bad source kind {source.kind!r}")
+                value = coerce(item["value"], fact.type, fact.choices)
+                session._assertions.append(FactRecord(name, value, source, float(item.get("certainty", 1.0))))
+            session._unknown = [n for n in data.get("unknown", []) if n in doctor.kb.facts]
+            session._texts = [str(t) for t in data.get("texts", [])]
+            session._matches = list(data.get("matches", []))
+            session._logs = [LogSummary(name=str(s["name"]), lines=int(s["lines"]), hits=dict(s["hits"]))
+                             for s in data.get("logs", [])]
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, StateError):
+                raise
+            raise StateError(f"session state is damaged: {exc!r}") from None
+        return session
+
+    # --------------------------------------------------------------- helpers
+    def _fact(self, fact_id: str):
+        try:
+            return self.doctor.kb.facts[fact_id]
+        except KeyError:
+            raise UnknownFact(f"unknown fact {fact_id!r}") from None
+
+    def _assert_checked(self, fact_id: str, value: object, source: Source, certainty: float = 1.0) -> None:
+        fact = self._fact(fact_id)
+        try:
+            coerced = coerce(value, fact.type, fact.choices)
+        except ValueProblem as exc:
+            raise SessionError(f"{fact_id}: {exc}") from None
+        if not 0 < certainty <= 1:
+            raise SessionError(f"certainty must be in (0, 1], got {certainty}")
+        self._assertions.append(FactRecord(fact_id, coerced, source, certainty))
+        self._state = None
+
+    def _assert_coerced(self, name: str, value: object, source: Source, certainty: float) -> None:
+        fact = self.doctor.kb.facts[name]
+        try:
+            coerced = coerce(value, fact.type, fact.choices)
+        except ValueProblem:
+            return  # a capture that does not fit the fact's type says nothing
+        self._assertions.append(FactRecord(name, coerced, source, min(max(certainty, 0.01), 1.0)))
+
+    def _scan(self, lines: Iterable[str], summary: LogSummary, kind: str) -> None:
+        kb = self.doctor.kb
+        seen_facts: set[str] = {a.name for a in self._assertions if a.source.kind == kind}
+        counted = 0
+
+        def counting(source: Iterable[str]):
+            nonlocal counted
+            for line in source:
+                counted += 1
+                yield line[:MAX_LINE_CHARS]
+
+        for hit in scan_lines(self.doctor.compiled, counting(lines)):
+            entry = summary.hits.get(hit.signature)
+            if entry is None:
+                summary.hits[hit.signature] = {"count": 1, "first": f"{summary.name}:{hit.line_no}",
+                                               "line": hit.line[:300], "captures": hit.captures}
+            else:
+                entry["count"] += 1
+            signature = kb.signatures[hit.signature]
+            for name, value in signature.sets.items():
+                if name in seen_facts:
+                    continue
+                seen_facts.add(name)
+                detail = f"{summary.name}:{hit.line_no}" if kind == "log" else f"pasted line {hit.line_no}"
+                self._assert_coerced(name, _fill(value, hit.captures), Source(kind, detail), signature.certainty)  # type: ignore[arg-type]
+        summary.lines = counted
+
+    def _base(self) -> dict[str, FactRecord]:
+        best: dict[str, FactRecord] = {}
+        for record in self._assertions:
+            current = best.get(record.name)
+            if current is None:
+                best[record.name] = record
+                continue
+            new_rank, old_rank = SOURCE_PRIORITY[record.source.kind], SOURCE_PRIORITY[current.source.kind]
+            if new_rank > old_rank or (new_rank == old_rank and record.source.kind in _LATER_WINS):
+                best[record.name] = record
+        return best
+
+    def _inference(self) -> Inference:
+        if self._state is None:
+            self._state = infer(self.doctor.compiled, self._base())
+        return self._state
+
+    def _evidence(self, state: Inference, cause_id: str) -> list[EvidenceItem]:
+        firings = {f.rule: f for f in state.fired}
+        items = []
+        for rule_id, contribution in state.evidence.get(cause_id, []):
+            rule = self.doctor.kb.rules[rule_id]
+            facts = {
+                name: {"value": state.facts[name].value, "source": str(state.facts[name].source)}
+                for name in firings[rule_id].facts
+            }
+            items.append(EvidenceItem(rule_id, rule.description, round(contribution, 3), facts))
+        return items
+
+
+def _fill(value: Value, captures: Mapping[str, str]) -> Value:
+    if isinstance(value, str) and "{" in value:
+        for key, text in captures.items():
+            value = value.replace("{" + key + "}", text)
+    return value

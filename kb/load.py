@@ -1,0 +1,177 @@
+"""Read the YAML knowledge base into one validated :class:`KnowledgeBase`.
+
+YAML is read with the safe loader only. Every problem is reported with the file, the line and
+the id of the item, and loading stops with :class:`KBError` listing all of them at once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from .schema import KBFile, KnowledgeBase
+
+__all__ = ["KBError", "Problem", "DATA_DIR", "load_kb", "load_files", "kb_fingerprint"]
+
+DATA_DIR = Path(__file__).with_name("data")
+SECTIONS = ("facts", "symptoms", "signatures", "rules", "causes", "fixes")
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the KB, located as precisely as we can."""
+
+    file: str
+    line: int
+    item: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        item = f" [{self.item}]" if self.item else ""
+        return f"{where}{item}: {self.message}"
+
+
+class KBError(Exception):
+    """The knowledge base cannot be used; ``problems`` lists why."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        lines = "\n".join(f"  {p}" for p in problems[:50])
+        more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
+        super().__init__(f"knowledge base has {len(problems)} problem(s):\n{lines}{more}")
+
+
+def _item_lines(text: str) -> dict[tuple[str, int], tuple[int, str]]:
+    """Map (section, index) to (1-based line, id) using YAML node marks."""
+    lines: dict[tuple[str, int], tuple[int, str]] = {}
+    node = yaml.compose(text, Loader=_SafeLoader)
+    if not isinstance(node, yaml.MappingNode):
+        return lines
+    for key, value in node.value:
+        if not isinstance(value, yaml.SequenceNode):
+            continue
+        for index, item in enumerate(value.value):
+            item_id = ""
+            if isinstance(item, yaml.MappingNode):
+                for k, v in item.value:
+                    if getattr(k, "value", None) == "id" and isinstance(v, yaml.ScalarNode):
+                        item_id = str(v.value)
+            lines[(str(key.value), index)] = (item.start_mark.line + 1, item_id)
+    return lines
+
+
+def _parse_file(path: Path, problems: list[Problem]) -> tuple[KBFile | None, dict]:
+    name = path.name
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(Problem(name, 0, "", f"cannot read: {exc}"))
+        return None, {}
+    try:
+        data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader
+        marks = _item_lines(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 0
+        problems.append(Problem(name, line, "", f"not valid YAML: {getattr(exc, 'problem', exc)}"))
+        return None, {}
+    if data is None:
+        return KBFile(), marks
+    if not isinstance(data, dict):
+        problems.append(Problem(name, 1, "", "top level must be a mapping of sections"))
+        return None, marks
+    try:
+        return KBFile.model_validate(data), marks
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = err["loc"]
+            line, item = 0, ""
+            if len(loc) >= 2 and isinstance(loc[1], int):
+                line, item = marks.get((str(loc[0]), loc[1]), (0, ""))
+            where = ".".join(str(p) for p in loc)
+            problems.append(Problem(name, line, item, f"{where}: {err['msg']}"))
+        return None, marks
+
+
+def load_files(paths: list[Path]) -> KnowledgeBase:
+    """Validate and merge the given YAML files; raise :class:`KBError` on any problem."""
+    problems: list[Problem] = []
+    merged: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+    origins: dict[str, str] = {}
+    for path in sorted(paths, key=lambda p: p.name):
+        parsed, marks = _parse_file(path, problems)
+        if parsed is None:
+            continue
+        for section in SECTIONS:
+            for index, item in enumerate(getattr(parsed, section)):
+                line = marks.get((section, index), (0, ""))[0]
+                where = f"{path.name}:{line}"
+                if item.id in merged[section]:
+                    problems.append(
+                        Problem(path.name, line, item.id,
+                                f"duplicate {section[:-1]} id (first at {origins[f'{section}:{item.id}']})")
+                    )
+                    continue
+                merged[section][item.id] = item
+                origins[f"{section}:{item.id}"] = where
+                origins.setdefault(item.id, where)
+    if problems:
+        raise KBError(problems)
+    return KnowledgeBase(origins=origins, **merged)
+
+
+def kb_files(directory: Path = DATA_DIR) -> list[Path]:
+    """The YAML files of a KB folder."""
+    if not directory.is_dir():
+        raise KBError([Problem(str(directory), 0, "", "no such knowledge-base folder")])
+    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
+
+
+def kb_fingerprint(paths: list[Path]) -> str:
+    """A hash of the files' names, sizes and modification times (for the compiled cache)."""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        stat = path.stat()
+        digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:24]
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "nccl-doctor"
+
+
+def load_kb(directory: Path | None = None, *, use_cache: bool = True) -> KnowledgeBase:
+    """Load the KB folder (the packaged one by default), through a JSON cache when possible.
+
+    The cache is keyed by the files' fingerprint, so an edited file is always re-read; a cache
+    that cannot be read or written is ignored.
+    """
+    paths = kb_files(directory or DATA_DIR)
+    cache = None
+    if use_cache and not os.environ.get("NCCL_DOCTOR_NO_CACHE"):
+        key = hashlib.sha256(f"{Path(directory or DATA_DIR).resolve()}|{kb_fingerprint(paths)}".encode())
+        cache = _cache_dir() / f"kb-{key.hexdigest()[:24]}.json"
+        try:
+            return KnowledgeBase.model_validate_json(cache.read_bytes())
+        except (OSError, ValueError):
+            pass
+    kb = load_files(paths)
+    if cache is not None:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(kb.model_dump_json(by_alias=True, exclude_defaults=False))
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+    return kb
