@@ -1,0 +1,1 @@
+"""Hang forensics across ranks: which rank everyone waits for."""
