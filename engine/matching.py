@@ -8,11 +8,12 @@ without spaces) match as substrings, fuzzily when long enough.
 """
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from rapidfuzz import fuzz
+from rapidfuzz import fuzz, process
 
 from .compiled import CompiledKB
 
@@ -26,6 +27,8 @@ _NEGATORS = frozenset(
     "not no never doesn't don't didn't isn't wasn't aren't can't cannot won't without".split()
 )
 _WINDOW_SLACK = 4
+_FUZZY_LIMIT = 20_000  # unique words; beyond this only exact and prefix matches count
+_MAX_STARTS = 2_000
 
 
 @dataclass(frozen=True)
@@ -68,34 +71,69 @@ def _word_score(word: str, candidate: str) -> float:
     return 0.0
 
 
-def _phrase_score(phrase_words: list[str], text_words: list[str]) -> float:
+class _TextIndex:
+    """The words of one text, indexed so phrase lookups stay near-linear on long input."""
+
+    def __init__(self, words: list[str]):
+        self.words = words
+        self.positions: dict[str, list[int]] = {}
+        for i, w in enumerate(words):
+            self.positions.setdefault(w, []).append(i)
+        self.unique = sorted(self.positions)
+        self._cache: dict[str, list[tuple[int, float]]] = {}
+
+    def occurrences(self, word: str) -> list[tuple[int, float]]:
+        """Sorted (position, score) of text words matching a phrase word."""
+        if word in self._cache:
+            return self._cache[word]
+        scores: dict[str, float] = {}
+        if word in self.positions:
+            scores[word] = 1.0
+        if len(word) >= 4:
+            start = bisect.bisect_left(self.unique, word)
+            for candidate in self.unique[start:]:
+                if not candidate.startswith(word):
+                    break
+                scores[candidate] = 1.0
+        if len(word) >= 5 and len(self.unique) <= _FUZZY_LIMIT:
+            for candidate, ratio, _ in process.extract(word, self.unique, scorer=fuzz.ratio,
+                                                       score_cutoff=85, limit=None):
+                if len(candidate) >= 4:
+                    scores.setdefault(candidate, ratio / 100)
+        found = sorted((i, s) for w, s in scores.items() for i in self.positions[w])
+        self._cache[word] = found
+        return found
+
+
+def _phrase_score(phrase_words: list[str], index: _TextIndex) -> float:
     """Best score of the phrase's words occurring together in the text; 0 when absent."""
     if not phrase_words:
         return 0.0
-    positions: list[list[tuple[int, float]]] = []
-    for word in phrase_words:
-        found = [(i, s) for i, w in enumerate(text_words) if (s := _word_score(word, w)) > 0]
-        if not found:
-            return 0.0
-        positions.append(found)
+    occurrences = [index.occurrences(w) for w in phrase_words]
+    if any(not o for o in occurrences):
+        return 0.0
     window = len(phrase_words) + _WINDOW_SLACK
+    keys = [[i for i, _ in o] for o in occurrences]
     best = 0.0
-    for start, first_score in positions[0]:
+    for start, first_score in occurrences[0][:_MAX_STARTS]:
         total, lo, hi, ok = first_score, start, start, True
-        for found in positions[1:]:
-            near = [(i, s) for i, s in found if abs(i - start) <= window]
-            if not near:
+        for found, found_keys in zip(occurrences[1:], keys[1:]):
+            a = bisect.bisect_left(found_keys, start - window)
+            b = bisect.bisect_right(found_keys, start + window)
+            if a == b:
                 ok = False
                 break
-            i, s = max(near, key=lambda p: (p[1], -abs(p[0] - start)))
+            i, s = max(found[a:b], key=lambda p: (p[1], -abs(p[0] - start)))
             total += s
             lo, hi = min(lo, i), max(hi, i)
         if not ok or hi - lo >= window:
             continue
-        around = text_words[max(0, lo - 2):hi + 1]
+        around = index.words[max(0, lo - 2):hi + 1]
         if any(w in _NEGATORS and w not in phrase_words for w in around):
             continue
         best = max(best, total / len(phrase_words))
+        if best >= 1.0:
+            break
     return best
 
 
@@ -112,7 +150,7 @@ def _cjk_score(phrase: str, text: str) -> float:
 def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     """Every symptom the text mentions, best phrase per symptom, in KB order."""
     lowered = text.lower()
-    words = tokens(text)
+    index = _TextIndex(tokens(text))
     matches: list[SymptomMatch] = []
     for symptom in ckb.kb.symptoms.values():
         best: SymptomMatch | None = None
@@ -127,7 +165,7 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
                 if _CJK.search(phrase):
                     score = _cjk_score(phrase.lower(), lowered)
                 else:
-                    score = _phrase_score([w for w in tokens(phrase) if w not in _STOP] or tokens(phrase), words)
+                    score = _phrase_score([w for w in tokens(phrase) if w not in _STOP] or tokens(phrase), index)
                 if score > 0 and (best is None or score > best.score):
                     best = SymptomMatch(symptom.id, phrase, score, {})
         if best is not None:

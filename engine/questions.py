@@ -49,7 +49,7 @@ def answer_options(ckb: CompiledKB) -> dict[str, list[Value]]:
         _literals(rule.when, literals)
     options: dict[str, list[Value]] = {}
     for fact in ckb.kb.facts.values():
-        if fact.question is None:
+        if fact.question is None and not fact.probes:
             continue
         if fact.type == "bool":
             options[fact.id] = [True, False]
@@ -128,8 +128,13 @@ def rank_questions(
     options: Mapping[str, list[Value]],
     skip: Iterable[str] = (),
     limit: int = 3,
+    by_probe: bool = False,
 ) -> list[Question]:
-    """The best questions to ask now, best first (empty when none is worth asking)."""
+    """The best questions to ask now, best first (empty when none is worth asking).
+
+    With ``by_probe`` the candidates are the facts a probe can establish instead of the facts
+    with a question for the user.
+    """
     certainties = state.certainties()
     leading = leading_causes(ckb, certainties)
     if not leading:
@@ -143,10 +148,12 @@ def rank_questions(
     for fact_id, answers in options.items():
         if fact_id in state.facts or fact_id in skipped:
             continue
+        fact = ckb.kb.facts[fact_id]
+        if (not fact.probes) if by_probe else (fact.question is None):
+            continue
         moved = ckb.influence.get(fact_id, frozenset()) & leading_set
         if not moved:
             continue
-        fact = ckb.kb.facts[fact_id]
         expected, by_answer = 0.0, []
         for answer in answers:
             after = simulate(ckb, state, fact, answer).certainties()

@@ -194,6 +194,23 @@ class Session:
         return rank_questions(self.doctor.compiled, self._inference(), self.doctor.answer_options,
                               skip=self._unknown, limit=limit)
 
+    def suggest_probes(self, limit: int = 3) -> list[dict[str, Any]]:
+        """Probes whose results would best separate the leading causes, best first.
+
+        Each entry names the probe, the facts it would establish and the causes it separates;
+        the front end asks the user's consent before running any.
+        """
+        ranked = rank_questions(self.doctor.compiled, self._inference(), self.doctor.answer_options,
+                                skip=self._unknown, limit=50, by_probe=True)
+        best: dict[str, dict[str, Any]] = {}
+        for question in ranked:
+            for probe in self.doctor.kb.facts[question.id].probes:
+                entry = best.setdefault(probe, {"probe": probe, "gain": 0.0, "facts": [], "separates": []})
+                entry["gain"] = max(entry["gain"], round(question.gain, 4))
+                entry["facts"].append(question.id)
+                entry["separates"] = list(dict.fromkeys(entry["separates"] + question.separates))
+        return sorted(best.values(), key=lambda e: (-e["gain"], e["probe"]))[:limit]
+
     def next_question(self) -> Question | None:
         found = self.questions(limit=1)
         return found[0] if found else None
