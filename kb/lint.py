@@ -1,0 +1,152 @@
+"""``diagnose kb lint``: check the whole KB in layers — YAML and schema, then meaning.
+
+Each problem names the file, the line and the item id. Checks: the schema; every fact,
+cause, fix and probe referenced exists; regexes compile and cannot backtrack catastrophically;
+every rule, symptom and signature has examples of both kinds and they all behave; every fix is
+used; no cause without a rule that can raise it; no rule reading a fact nothing can set.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .load import DATA_DIR, KBError, kb_files, load_files
+from .schema import KnowledgeBase, dump_json_schema
+
+__all__ = ["lint_kb", "stats", "schema_text", "SCHEMA_PATH"]
+
+SCHEMA_PATH = Path(__file__).with_name("schema.json")
+_REFERENCE = re.compile(r"^(https?://\S+|seed:\S+\.txt)$")
+
+
+def schema_text() -> str:
+    """The JSON Schema of a KB file, as committed in kb/schema.json."""
+    return json.dumps(dump_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def _where(kb: KnowledgeBase, section: str, item: str) -> str:
+    return f"{kb.origins.get(f'{section}:{item}', '?')} [{item}]"
+
+
+def _settable_facts(kb: KnowledgeBase) -> set[str]:
+    out: set[str] = set()
+    for fact in kb.facts.values():
+        if fact.question or fact.probes:
+            out.add(fact.id)
+    for item in list(kb.symptoms.values()) + list(kb.signatures.values()):
+        out.update(item.sets)
+    for rule in kb.rules.values():
+        out.update(rule.then.set)
+    return out
+
+
+def _meaning(kb: KnowledgeBase) -> list[str]:
+    from ..engine.conditions import condition_facts
+
+    problems: list[str] = []
+    settable = _settable_facts(kb)
+    raising: Counter[str] = Counter()
+    for rule in kb.rules.values():
+        where = _where(kb, "rules", rule.id)
+        dead = sorted(condition_facts(rule.when) - settable)
+        if dead:
+            problems.append(f"{where}: can never fire: nothing sets {', '.join(dead)} (no question, probe, symptom, signature or rule)")
+        if not rule.examples.fires or not rule.examples.silent:
+            problems.append(f"{where}: needs examples of both kinds (fires and silent)")
+        for ev in rule.then.evidence:
+            if ev.strength > 0:
+                raising[ev.cause] += 1
+    for kind, items in (("symptoms", kb.symptoms), ("signatures", kb.signatures)):
+        for item in items.values():
+            if not item.examples.fires or not item.examples.silent:
+                problems.append(f"{_where(kb, kind, item.id)}: needs examples of both kinds (fires and silent)")
+    for cause in kb.causes.values():
+        where = _where(kb, "causes", cause.id)
+        if not raising[cause.id]:
+            problems.append(f"{where}: unreachable: no rule gives evidence for it")
+        for ref in cause.references:
+            if not _REFERENCE.match(ref):
+                problems.append(f"{where}: reference {ref!r} is neither a URL nor seed:FILE.txt")
+    used = {f for c in kb.causes.values() for f in c.fixes}
+    for fix in kb.fixes.values():
+        if fix.id not in used:
+            problems.append(f"{_where(kb, 'fixes', fix.id)}: no cause uses this fix")
+    problems.extend(_regex_problems(kb))
+    problems.extend(_probe_problems(kb))
+    return problems
+
+
+def _regex_problems(kb: KnowledgeBase) -> list[str]:
+    try:
+        from .regex_safety import check_pattern
+    except ImportError:
+        return []
+    problems = []
+    for sig in kb.signatures.values():
+        for finding in check_pattern(sig.pattern):
+            problems.append(f"{_where(kb, 'signatures', sig.id)}: pattern may backtrack badly: {finding}")
+    for sym in kb.symptoms.values():
+        for pattern in sym.patterns:
+            for finding in check_pattern(pattern):
+                problems.append(f"{_where(kb, 'symptoms', sym.id)}: pattern may backtrack badly: {finding}")
+    return problems
+
+
+def _probe_problems(kb: KnowledgeBase) -> list[str]:
+    try:
+        from ..probes.api import list_probes
+    except ImportError:
+        return []
+    known = {p.name for p in list_probes()}
+    return [
+        f"{_where(kb, 'facts', fact.id)}: unknown probe {probe!r}"
+        for fact in kb.facts.values() for probe in fact.probes if probe not in known
+    ]
+
+
+def lint_kb(directory: Path | None = None) -> list[str]:
+    """Every problem in the KB folder (the packaged one by default); empty when clean."""
+    from ..engine.compiled import CompileError
+    from ..engine.session import Doctor
+    from .examples import check_example, iter_examples
+
+    try:
+        kb = load_files(kb_files(directory or DATA_DIR))
+    except KBError as exc:
+        return [str(p) for p in exc.problems]
+    try:
+        doctor = Doctor(kb)
+    except CompileError as exc:
+        return list(exc.problems)
+    problems = _meaning(kb)
+    section = {"rule": "rules", "symptom": "symptoms", "signature": "signatures"}
+    for case in iter_examples(doctor):
+        message = check_example(doctor, case)
+        if message:
+            problems.append(f"{_where(kb, section[case.kind], case.item)}: example: {message}")
+    return problems
+
+
+def stats(directory: Path | None = None) -> dict[str, Any]:
+    """Coverage figures: causes per area, signatures, references, examples."""
+    kb = load_files(kb_files(directory or DATA_DIR))
+    examples = sum(
+        len(item.examples.fires) + len(item.examples.silent)
+        for items in (kb.rules, kb.symptoms, kb.signatures) for item in items.values()
+    )
+    return {
+        "causes": len(kb.causes),
+        "causes_per_area": dict(sorted(Counter(c.area for c in kb.causes.values()).items())),
+        "fixes": len(kb.fixes),
+        "rules": len(kb.rules),
+        "facts": len(kb.facts),
+        "questions": sum(1 for f in kb.facts.values() if f.question),
+        "symptoms": len(kb.symptoms),
+        "symptom_phrases": sum(len(s.phrases) + len(s.patterns) for s in kb.symptoms.values()),
+        "signatures": len(kb.signatures),
+        "references": len({r for c in kb.causes.values() for r in c.references}),
+        "examples": examples,
+    }

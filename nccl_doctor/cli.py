@@ -1,0 +1,375 @@
+"""The ``diagnose`` command: one-shot diagnosis, KB tools, and the doors to the TUI and server.
+
+Start-up is kept fast: heavy packages (textual, torch, fastapi) are imported only by the
+sub-commands that use them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, NoReturn
+
+__all__ = ["main"]
+
+USAGE = """\
+diagnose --symptom TEXT [--log PATH|DIR|GLOB|- ...] [--fact NAME=VALUE ...] [--facts REPORT.json]
+                [--probe [NAME ...]] [--no-probes] [--json] [--no-input] [--markdown [--redact]]
+diagnose tui [--symptom TEXT] [--log PATH ...]
+diagnose kb lint|stats|schema [--kb DIR]
+diagnose probes
+diagnose serve [--host 127.0.0.1] [--port 8000]"""
+
+
+class UsageError(Exception):
+    """Bad arguments or input: reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _fail(message: str) -> int:
+    print(f"diagnose: error: {message}", file=sys.stderr)
+    return 2
+
+
+# --------------------------------------------------------------------------------- one-shot
+def _one_shot_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="diagnose", usage=USAGE, description="Why does distributed training hang, time out or crash?")
+    parser.add_argument("--symptom", "-s", action="append", default=[], metavar="TEXT",
+                        help="what happened, in your words (may repeat)")
+    parser.add_argument("--log", "-l", action="extend", nargs="+", default=[], metavar="PATH",
+                        help="log files, directories, globs, or - for stdin")
+    parser.add_argument("--fact", "-f", action="append", default=[], metavar="NAME=VALUE",
+                        help="a fact you already know, e.g. multi_node=yes")
+    parser.add_argument("--facts", action="append", default=[], metavar="REPORT.json",
+                        help="facts from a probe report (diagnose --probe --json, or the cluster probe)")
+    parser.add_argument("--probe", nargs="*", default=None, metavar="NAME",
+                        help="run host probes (all, or the named ones) and use their findings")
+    parser.add_argument("--no-probes", action="store_true", help="never run probes (the default)")
+    parser.add_argument("--probe-deadline", type=float, default=5.0, metavar="SECONDS")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown report")
+    parser.add_argument("--redact", action="store_true", help="hide host names, addresses and tokens (--markdown)")
+    parser.add_argument("--no-input", action="store_true", help="never ask questions")
+    parser.add_argument("--kb", metavar="DIR", help="use another knowledge-base folder")
+    parser.add_argument("--version", action="store_true", help="print the version")
+    return parser
+
+
+def _parse_fact(session: Any, spec: str) -> None:
+    from .engine import SessionError
+
+    name, sep, value = spec.partition("=")
+    if not sep or not name.strip():
+        raise UsageError(f"--fact {spec!r}: expected NAME=VALUE")
+    try:
+        session.set_fact(name.strip(), value.strip(), source="cli")
+    except SessionError as exc:
+        raise UsageError(f"--fact {spec!r}: {exc}") from None
+
+
+def _add_logs(session: Any, args: list[str]) -> tuple[list[str], dict | None, list[str]]:
+    """Scan every log into the session; return the files, the hang analysis and its lines."""
+    from .logs import LogProblem, expand_log_args, read_lines
+
+    try:
+        files = expand_log_args(args)
+    except LogProblem as exc:
+        raise UsageError(str(exc)) from None
+    for path in files:
+        name = "stdin" if path == "-" else path
+        try:
+            session.add_log(read_lines(path), name=name)
+        except LogProblem as exc:
+            raise UsageError(str(exc)) from None
+    hang, lines = None, []
+    real = [f for f in files if f != "-"]
+    if real:
+        try:
+            from .forensics import analyze_paths
+        except ImportError:
+            return files, None, []
+        report = analyze_paths(real)
+        for fact, (value, detail) in report.facts().items():
+            if fact in session.doctor.kb.facts:
+                session.set_fact(fact, value, source="log", detail=detail)
+        hang = report.to_dict()
+        lines = report.summary_lines()
+    return files, hang, lines
+
+
+def _run_probes(session: Any, names: list[str], deadline: float, quiet: bool) -> list[dict]:
+    try:
+        from .probes.api import apply_results, run_probes
+    except ImportError as exc:
+        raise UsageError(f"probes are not available: {exc}") from None
+
+    def progress(result: Any) -> None:
+        if not quiet:
+            print(f"  probe {result.name}: {result.status}", file=sys.stderr)
+
+    results = run_probes(names or None, deadline=deadline, on_result=progress)
+    apply_results(session, results)
+    return [r.to_dict() for r in results]
+
+
+def _load_reports(session: Any, paths: list[str]) -> None:
+    if not paths:
+        return
+    try:
+        from .probes.api import apply_results, load_report
+    except ImportError as exc:
+        raise UsageError(f"probe reports cannot be read: {exc}") from None
+    for path in paths:
+        try:
+            apply_results(session, load_report(path))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--facts {path}: {exc}") from None
+
+
+def _ask(session: Any, limit: int = 8) -> None:
+    """Plain prompts on a terminal: answer, '?' for don't know, empty line to stop."""
+    from .engine import SessionError
+
+    for _ in range(limit):
+        question = session.next_question()
+        if question is None:
+            return
+        hint = "yes/no" if question.type == "bool" else "/".join(question.choices) or question.type
+        print(f"\n? {question.text} [{hint}; ? = don't know; Enter = stop]")
+        if question.help:
+            print(f"  ({question.help})")
+        try:
+            reply = input("> ").strip()
+        except EOFError:
+            return
+        if not reply:
+            return
+        if reply == "?":
+            session.dont_know(question.id)
+            continue
+        try:
+            session.answer(question.id, reply)
+        except SessionError as exc:
+            print(f"  {exc}; skipped")
+            session.dont_know(question.id)
+
+
+def _print_text(report: dict[str, Any], hang_lines: list[str], probes: list[dict]) -> None:
+    for probe in probes:
+        for finding in probe.get("findings", []):
+            print(f"probe {probe['name']}: {finding}")
+    if hang_lines:
+        print("Hang analysis:")
+        for line in hang_lines:
+            print(f"  {line}")
+        print()
+    diagnoses = report["diagnoses"]
+    if not diagnoses:
+        print("No cause raised yet. Describe what happened (--symptom), add logs (--log), or state facts (--fact).")
+    for rank, diagnosis in enumerate(diagnoses[:5], start=1):
+        print(f"{rank}. {diagnosis['title']}  [{diagnosis['confidence']:.2f}, {diagnosis['area']}]")
+        print(f"   {diagnosis['explanation'].strip().splitlines()[0] if diagnosis['explanation'] else ''}")
+        for item in diagnosis["evidence"][:3]:
+            sign = "+" if item["strength"] > 0 else "-"
+            facts = ", ".join(f"{k}={v['value']} ({v['source']})" for k, v in item["facts"].items())
+            print(f"   {sign} {item['description'] or item['rule']}: {facts}")
+    plan = report["plan"]
+    if plan["steps"]:
+        print("\nFix plan")
+        for step in plan["steps"]:
+            print(f"{step['number']:>2}. [{step['kind']}] {step['title']}")
+            for line in step["steps"]:
+                print(f"      - {line}")
+            for command in step["commands"]:
+                print(f"      $ {command}")
+            for key, value in step["env"].items():
+                print(f"      export {key}={value}")
+            for line in step["verify"]:
+                print(f"      verify: {line}")
+            for line in step["caveats"]:
+                print(f"      note: {line}")
+            for line in step["if_not_fixed"]:
+                print(f"      if not fixed: {line}")
+    if plan.get("note"):
+        print(f"\n{plan['note']}")
+    if report["questions"]:
+        print("\nAnswering these would narrow it down (diagnose --fact NAME=VALUE):")
+        for question in report["questions"]:
+            print(f"  - {question['text']}  ({question['id']})")
+
+
+def _one_shot(argv: list[str]) -> int:
+    opts = _one_shot_parser().parse_args(argv)
+    if opts.version:
+        from . import __version__
+
+        print(f"nccl-doctor {__version__}")
+        return 0
+    if opts.probe is not None and opts.no_probes:
+        raise UsageError("--probe and --no-probes contradict each other")
+    doctor = _doctor(opts.kb)
+    session = doctor.session()
+    from .engine import SessionError
+
+    for text in opts.symptom:
+        try:
+            session.tell(text)
+        except SessionError as exc:
+            raise UsageError(f"--symptom: {exc}") from None
+    for spec in opts.fact:
+        _parse_fact(session, spec)
+    _load_reports(session, opts.facts)
+    _, hang, hang_lines = _add_logs(session, opts.log)
+    probes = []
+    if opts.probe is not None:
+        probes = _run_probes(session, opts.probe, opts.probe_deadline, quiet=opts.json)
+    interactive = not (opts.json or opts.markdown or opts.no_input) and sys.stdin.isatty() and sys.stdout.isatty()
+    if interactive:
+        _print_text(session.report(), hang_lines, probes)
+        _ask(session)
+        print("\n" + "=" * 72)
+    report = session.report()
+    if hang is not None:
+        report["hang"] = hang
+    if probes:
+        report["probes"] = probes
+    if opts.json:
+        json.dump(report, sys.stdout, ensure_ascii=False, indent=1, default=str)
+        sys.stdout.write("\n")
+    elif opts.markdown:
+        from .report import markdown_report
+
+        print(markdown_report(session, redact=opts.redact))
+    else:
+        _print_text(report, hang_lines if not interactive else [], probes if not interactive else [])
+    return 0
+
+
+def _doctor(kb_dir: str | None):
+    from . import KBError, load_doctor
+    from .engine.compiled import CompileError
+
+    try:
+        return load_doctor(kb_dir)
+    except (KBError, CompileError) as exc:
+        raise UsageError(f"the knowledge base cannot be used ({exc.__class__.__name__}); run `diagnose kb lint` for details") from None
+
+
+# ---------------------------------------------------------------------------------- kb tools
+def _kb(argv: list[str]) -> int:
+    parser = _Parser(prog="diagnose kb", usage="diagnose kb lint|stats|schema [--kb DIR] [--check] [--json]")
+    parser.add_argument("action", choices=["lint", "stats", "schema"])
+    parser.add_argument("--kb", metavar="DIR")
+    parser.add_argument("--check", action="store_true", help="schema: fail if the committed schema.json is stale")
+    parser.add_argument("--json", action="store_true")
+    opts = parser.parse_args(argv)
+    from pathlib import Path
+
+    from .kb.lint import lint_kb, schema_text, stats
+
+    directory = Path(opts.kb) if opts.kb else None
+    if opts.action == "lint":
+        problems = lint_kb(directory)
+        for problem in problems:
+            print(problem)
+        if problems:
+            print(f"{len(problems)} problem(s)", file=sys.stderr)
+            return 1
+        print("knowledge base OK")
+        return 0
+    if opts.action == "stats":
+        figures = stats(directory)
+        if opts.json:
+            print(json.dumps(figures, indent=1))
+        else:
+            for key, value in figures.items():
+                if isinstance(value, dict):
+                    print(f"{key}:")
+                    for k, v in value.items():
+                        print(f"  {k:<14} {v}")
+                else:
+                    print(f"{key:<16} {value}")
+        return 0
+    from .kb.lint import SCHEMA_PATH
+
+    text, target = schema_text(), SCHEMA_PATH
+    if opts.check:
+        if not target.exists() or target.read_text() != text:
+            print(f"{target} is stale: run `diagnose kb schema`", file=sys.stderr)
+            return 1
+        print("schema.json is current")
+        return 0
+    target.write_text(text)
+    print(f"wrote {target}")
+    return 0
+
+
+def _tui(argv: list[str]) -> int:
+    parser = _Parser(prog="diagnose tui", usage="diagnose tui [--symptom TEXT] [--log PATH ...]")
+    parser.add_argument("--symptom", "-s", default=None)
+    parser.add_argument("--log", "-l", action="extend", nargs="+", default=[])
+    opts = parser.parse_args(argv)
+    try:
+        from .tui.app import run_tui
+    except ImportError as exc:
+        return _fail(f"the terminal UI is not available: {exc}")
+    return run_tui(opts.symptom, opts.log)
+
+
+def _probes(argv: list[str]) -> int:
+    if argv:
+        raise UsageError(f"diagnose probes takes no arguments (got {' '.join(argv)})")
+    try:
+        from .probes.api import list_probes
+    except ImportError as exc:
+        return _fail(f"probes are not available: {exc}")
+    for info in list_probes():
+        print(f"{info.name:<24} {info.title}  (facts: {', '.join(info.facts)})")
+    return 0
+
+
+def _serve(argv: list[str]) -> int:
+    try:
+        from .server import serve_main
+    except ImportError as exc:
+        return _fail(f"the server is not available ({exc}); pip install 'nccl-doctor[serve]'")
+    return serve_main(argv)
+
+
+COMMANDS = {"kb": _kb, "tui": _tui, "probes": _probes, "serve": _serve}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if not argv:
+            if sys.stdin.isatty() and sys.stdout.isatty():
+                return _tui([])
+            print(USAGE, file=sys.stderr)
+            return 2
+        if argv[0] in ("-h", "--help", "help"):
+            _one_shot_parser().print_help()
+            return 0
+        if argv[0] in COMMANDS:
+            return COMMANDS[argv[0]](argv[1:])
+        return _one_shot(argv)
+    except UsageError as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        print("diagnose: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush
+        except OSError:
+            pass
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
