@@ -1,0 +1,126 @@
+"""The one-shot CLI as users and scripts call it: exit codes, one-line errors, the JSON contract."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DIAGNOSE = [sys.executable, "-m", "nccl_doctor.cli"]
+
+
+def run(*args: str, stdin: str | bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    return subprocess.run([*DIAGNOSE, *args], input=data, capture_output=True, timeout=60,
+                          env={**os.environ, **(env or {})})
+
+
+def as_json(done: subprocess.CompletedProcess) -> dict:
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout)
+
+
+def test_json_contract_shape():
+    out = as_json(run("--symptom", "training hangs at init on 2 nodes", "--json", "--no-probes"))
+    assert set(out) >= {"diagnoses", "questions", "facts", "plan"}
+    for diagnosis in out["diagnoses"]:
+        assert set(diagnosis) >= {"id", "title", "confidence", "explanation", "evidence", "fixes", "references"}
+        assert 0 <= diagnosis["confidence"] <= 1
+        for fix in diagnosis["fixes"]:
+            assert set(fix) >= {"id", "title", "steps", "commands"}
+    confidences = [d["confidence"] for d in out["diagnoses"]]
+    assert confidences == sorted(confidences, reverse=True)
+    for question in out["questions"]:
+        assert {"id", "text"} <= set(question)
+    assert out["facts"]["multi_node"]["value"] is True
+    assert out["facts"]["phase"]["value"] == "init"
+
+
+def test_empty_diagnosis_still_exits_zero():
+    out = as_json(run("--symptom", "hello", "--json"))
+    assert out["diagnoses"] == []
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--log", "/nonexistent/x.log"], "/nonexistent/x.log: no such file"),
+        (["--fact", "multi_node"], "expected NAME=VALUE"),
+        (["--fact", "no_such_fact=1"], "unknown fact 'no_such_fact'"),
+        (["--fact", "multi_node=perhaps"], "expected yes/no"),
+        (["--probe", "--no-probes"], "contradict"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(args, message):
+    done = run(*args)
+    assert done.returncode == 2
+    err = done.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_fact_flag_reaches_the_session():
+    out = as_json(run("--fact", "multi_node=yes", "--fact", "nccl_version=2.18.3", "--json"))
+    assert out["facts"]["multi_node"] == {"value": True, "source": {"kind": "cli", "detail": ""}, "certainty": 1.0}
+    assert out["facts"]["nccl_version"]["value"] == "2.18.3"
+
+
+def test_log_from_stdin_with_crlf_ansi_prefixes_and_bad_bytes(tmp_path):
+    log = (b"\x1b[31m[rank3]:[E123 12:00:00.000] [Rank 3] Watchdog caught collective operation timeout: "
+           b"WorkNCCL(SeqNum=7, OpType=ALLGATHER, Timeout(ms)=600000) ran for 600316 milliseconds\x1b[0m\r\n"
+           b"garbage \xff\xfe bytes\r\n"
+           b"node1:12:12 [0] NCCL INFO NCCL version 2.19.3+cuda12.1\r\n")
+    out = as_json(run("--log", "-", "--json", stdin=log))
+    assert out["facts"]["collective_op"]["value"] == "ALLGATHER"
+    assert out["facts"]["collective_op"]["source"]["detail"] == "stdin:1"
+    assert out["facts"]["nccl_version"]["value"] == "2.19.3"
+    assert out["facts"]["timeout_minutes"]["value"] == 10
+
+
+def test_log_directory_and_glob(tmp_path):
+    (tmp_path / "rank0.log").write_text("NCCL INFO NCCL version 2.21.5+cuda12.4\n")
+    (tmp_path / "rank1.log").write_text("nothing here\n")
+    for spec in (str(tmp_path), str(tmp_path / "rank*.log")):
+        out = as_json(run("--log", spec, "--json"))
+        assert out["facts"]["nccl_version"]["value"] == "2.21.5"
+        assert len(out["logs"]) == 2
+
+
+def test_binary_log_is_refused_clearly(tmp_path):
+    binary = tmp_path / "core.dump"
+    binary.write_bytes(bytes(range(256)) * 64)
+    done = run("--log", str(binary), "--json")
+    assert done.returncode == 2
+    assert "looks like a binary file" in done.stderr.decode()
+
+
+def test_huge_line_is_cut_not_loaded(tmp_path):
+    big = tmp_path / "big.log"
+    with open(big, "wb") as handle:
+        handle.write(b"x" * (8 << 20))
+        handle.write(b"\nnode1:1:1 [0] NCCL INFO NCCL version 2.20.5+cuda12.2\n")
+    out = as_json(run("--log", str(big), "--json"))
+    assert out["facts"]["nccl_version"]["value"] == "2.20.5"
+
+
+def test_plain_output_is_readable():
+    done = run("--symptom", "training hangs at init on 2 nodes", "--no-input")
+    assert done.returncode == 0
+    text = done.stdout.decode()
+    assert "Fix plan" in text or "No cause raised" in text
+
+
+def test_no_arguments_without_terminal_prints_usage():
+    done = run()
+    assert done.returncode == 2 and b"diagnose --symptom" in done.stderr
+
+
+def test_kb_subcommands():
+    assert run("kb", "lint").returncode == 0
+    stats = json.loads(run("kb", "stats", "--json").stdout)
+    assert stats["causes"] >= 1 and stats["signatures"] >= 1
+    assert run("kb", "schema", "--check").returncode == 0
+    assert run("kb", "frobnicate").returncode == 2
