@@ -17,7 +17,7 @@ from .chaining import Inference, infer
 from .compiled import CompiledKB, compile_kb
 from .explain import how as explain_how
 from .explain import why as explain_why
-from .matching import SymptomMatch, match_symptoms, scan_lines
+from .matching import SignatureHit, SymptomMatch, match_symptoms, scan_lines
 from .memory import SOURCE_PRIORITY, FactRecord, Source
 from .plan import build_plan
 from .questions import answer_options, leading_causes, rank_questions
@@ -131,6 +131,17 @@ class Session:
         """Log lines (NCCL_DEBUG output, tracebacks, launcher logs), streamed once."""
         summary = LogSummary(name=name)
         self._scan(lines, summary, kind="log")
+        self._logs.append(summary)
+        self._state = None
+        return summary
+
+    def add_hits(self, name: str, lines: int, hits: Iterable[SignatureHit]) -> LogSummary:
+        """Signature hits found by a scanner outside the engine (e.g. a fast file scanner)."""
+        summary = LogSummary(name=name, lines=lines)
+        for hit in hits:
+            if hit.signature not in self.doctor.kb.signatures:
+                raise SessionError(f"unknown signature {hit.signature!r}")
+        self._take_hits(hits, summary, kind="log")
         self._logs.append(summary)
         self._state = None
         return summary
@@ -343,8 +354,6 @@ class Session:
         self._assertions.append(FactRecord(name, coerced, source, min(max(certainty, 0.01), 1.0)))
 
     def _scan(self, lines: Iterable[str], summary: LogSummary, kind: str) -> None:
-        kb = self.doctor.kb
-        seen_facts: set[str] = {a.name for a in self._assertions if a.source.kind == kind}
         counted = 0
 
         def counting(source: Iterable[str]):
@@ -353,7 +362,13 @@ class Session:
                 counted += 1
                 yield line[:MAX_LINE_CHARS]
 
-        for hit in scan_lines(self.doctor.compiled, counting(lines)):
+        self._take_hits(scan_lines(self.doctor.compiled, counting(lines)), summary, kind)
+        summary.lines = counted
+
+    def _take_hits(self, hits: Iterable[SignatureHit], summary: LogSummary, kind: str) -> None:
+        kb = self.doctor.kb
+        seen_facts: set[str] = {a.name for a in self._assertions if a.source.kind == kind}
+        for hit in hits:
             entry = summary.hits.get(hit.signature)
             if entry is None:
                 summary.hits[hit.signature] = {"count": 1, "first": f"{summary.name}:{hit.line_no}",
@@ -367,7 +382,6 @@ class Session:
                 seen_facts.add(name)
                 detail = f"{summary.name}:{hit.line_no}" if kind == "log" else f"pasted line {hit.line_no}"
                 self._assert_coerced(name, _fill(value, hit.captures), Source(kind, detail), signature.certainty)  # type: ignore[arg-type]
-        summary.lines = counted
 
     def _base(self) -> dict[str, FactRecord]:
         best: dict[str, FactRecord] = {}

@@ -49,10 +49,14 @@ _DEFAULT: Doctor | None = None
 
 
 def load_doctor(kb_dir: str | Path | None = None) -> Doctor:
-    """The Doctor for a KB folder (the packaged KB by default, built once per process)."""
+    """The Doctor for a KB folder (``$NCCL_DOCTOR_KB`` or the packaged KB by default, built
+    once per process)."""
     global _DEFAULT
+    import os
+
     from .kb.load import load_kb
 
+    kb_dir = kb_dir or os.environ.get("NCCL_DOCTOR_KB") or None
     if kb_dir is not None:
         return Doctor(load_kb(Path(kb_dir)))
     if _DEFAULT is None:

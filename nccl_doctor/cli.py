@@ -80,10 +80,16 @@ def _add_logs(session: Any, args: list[str]) -> tuple[list[str], dict | None, li
         files = expand_log_args(args)
     except LogProblem as exc:
         raise UsageError(str(exc)) from None
+    from .scanner import LineFilter, scan_file
+
+    line_filter = LineFilter(session.doctor.compiled)
     for path in files:
-        name = "stdin" if path == "-" else path
         try:
-            session.add_log(read_lines(path), name=name)
+            if path == "-":
+                session.add_log(read_lines(path), name="stdin")
+            else:
+                lines, hits = scan_file(session.doctor.compiled, path, line_filter)
+                session.add_hits(path, lines, hits)
         except LogProblem as exc:
             raise UsageError(str(exc)) from None
     hang, lines = None, []

@@ -1,0 +1,51 @@
+"""The fast file scanner finds exactly what the line-by-line engine scanner finds."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from nccl_doctor.engine.matching import scan_lines
+from nccl_doctor.logs import LogProblem
+from nccl_doctor.scanner import LineFilter, scan_file
+
+
+def example_lines(doctor) -> list[str]:
+    lines = []
+    for sig in doctor.kb.signatures.values():
+        for example in sig.examples.fires + sig.examples.silent:
+            lines.extend(example.log.splitlines())
+    return lines
+
+
+@pytest.mark.parametrize("use_hyperscan", [True, False], ids=["hyperscan", "python-re"])
+def test_fast_scan_matches_line_scan(doctor, tmp_path, use_hyperscan):
+    rng = random.Random(7)
+    noise = [f"node{r}:{r}:{r} [{r % 8}] NCCL INFO Channel {r:02d}/0 : {r}[{r}] -> {r + 1}[{r + 1}] via P2P/IPC" for r in range(50)]
+    lines = example_lines(doctor) * 3 + noise * 20
+    rng.shuffle(lines)
+    path = tmp_path / "mixed.log"
+    path.write_text("\n".join(lines) + "\n")
+    expected = [(h.signature, h.line_no, h.captures) for h in scan_lines(doctor.compiled, lines)]
+    count, hits = scan_file(doctor.compiled, str(path), LineFilter(doctor.compiled, use_hyperscan=use_hyperscan))
+    assert count == len(lines)
+    assert sorted((h.signature, h.line_no, h.captures) for h in hits) == sorted(expected)
+
+
+def test_chunk_boundaries_keep_line_numbers(doctor, tmp_path, monkeypatch):
+    import nccl_doctor.scanner as scanner
+
+    monkeypatch.setattr(scanner, "CHUNK_BYTES", 64)
+    line = "node1:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"
+    path = tmp_path / "small.log"
+    path.write_text("\n".join(["filler line number %d" % i for i in range(40)] + [line] + ["tail"] * 5))
+    count, hits = scan_file(doctor.compiled, str(path))
+    assert count == 46
+    assert [(h.signature, h.line_no) for h in hits if h.signature == "nccl_version_line"] == [("nccl_version_line", 41)]
+
+
+def test_binary_file_refused(doctor, tmp_path):
+    path = tmp_path / "x.bin"
+    path.write_bytes(b"\x00\x01\x02" * 1000)
+    with pytest.raises(LogProblem, match="binary"):
+        scan_file(doctor.compiled, str(path))
