@@ -8,7 +8,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..kb.schema import Fact, KnowledgeBase, Rule
+from ..kb.model import Fact, KnowledgeBase, Rule
 from .conditions import Predicate, compile_condition, condition_facts, uses_absence
 from .values import ValueProblem, coerce
 

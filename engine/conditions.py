@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..kb.schema import Condition, Fact
+from ..kb.model import Condition, Fact
 from .memory import FactRecord
 from .values import coerce, compare, equals
 

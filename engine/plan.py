@@ -7,7 +7,7 @@ workarounds, each group in the order of the causes they serve.
 """
 from __future__ import annotations
 
-from ..kb.schema import KnowledgeBase
+from ..kb.model import KnowledgeBase
 from .results import Diagnosis, Plan, PlanStep
 
 __all__ = ["build_plan", "MAX_PLAN_CAUSES"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from ..kb.schema import Condition, Fact
+from ..kb.model import Condition, Fact
 from .chaining import Inference, extend
 from .compiled import CompiledKB
 from .memory import FactRecord, Source

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kb.schema import KnowledgeBase
+from ..kb.model import KnowledgeBase
 from .certainty import RAISE_THRESHOLD
 from .chaining import Inference, infer
 from .compiled import CompiledKB, compile_kb
@@ -196,7 +196,7 @@ class Session:
             out.append(Diagnosis(
                 id=cause.id, title=cause.title, area=cause.area, confidence=certainties[cause_id],
                 explanation=cause.explanation, evidence=self._evidence(state, cause_id),
-                fixes=[kb.fixes[f].model_dump() for f in cause.fixes], references=list(cause.references),
+                fixes=[kb.fixes[f].as_dict() for f in cause.fixes], references=list(cause.references),
             ))
         return out
 

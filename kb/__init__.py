@@ -1,5 +1,5 @@
 """The knowledge base: its format (schema), loader and lint."""
 from .load import DATA_DIR, KBError, load_kb
-from .schema import KnowledgeBase
+from .model import KnowledgeBase
 
 __all__ = ["DATA_DIR", "KBError", "KnowledgeBase", "load_kb"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..engine.matching import match_symptoms, scan_lines
 from ..engine.session import Doctor, Session
-from .schema import Example
+from .model import Example
 
 __all__ = ["ExampleCase", "iter_examples", "check_example"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .load import DATA_DIR, KBError, kb_files, load_files
-from .schema import KnowledgeBase, dump_json_schema
+from .model import KnowledgeBase
 
 __all__ = ["lint_kb", "stats", "schema_text", "SCHEMA_PATH"]
 
@@ -24,6 +24,8 @@ _REFERENCE = re.compile(r"^(https?://\S+|seed:\S+\.txt)$")
 
 def schema_text() -> str:
     """The JSON Schema of a KB file, as committed in kb/schema.json."""
+    from .schema import dump_json_schema
+
     return json.dumps(dump_json_schema(), indent=2, sort_keys=True) + "\n"
 
 

@@ -6,22 +6,25 @@ the id of the item, and loading stops with :class:`KBError` listing all of them 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import ValidationError
-
-from .schema import KBFile, KnowledgeBase
+from .model import KnowledgeBase, freeze
 
 __all__ = ["KBError", "Problem", "DATA_DIR", "load_kb", "load_files", "kb_fingerprint"]
 
 DATA_DIR = Path(__file__).with_name("data")
 SECTIONS = ("facts", "symptoms", "signatures", "rules", "causes", "fixes")
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_CACHE_FORMAT = b"nccl-doctor-kb-cache-1\n"
+
+
+def _safe_loader():
+    import yaml
+
+    return yaml, getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,9 @@ class KBError(Exception):
 
 def _item_lines(text: str) -> dict[tuple[str, int], tuple[int, str]]:
     """Map (section, index) to (1-based line, id) using YAML node marks."""
+    yaml, loader = _safe_loader()
     lines: dict[tuple[str, int], tuple[int, str]] = {}
-    node = yaml.compose(text, Loader=_SafeLoader)
+    node = yaml.compose(text, Loader=loader)
     if not isinstance(node, yaml.MappingNode):
         return lines
     for key, value in node.value:
@@ -68,7 +72,12 @@ def _item_lines(text: str) -> dict[tuple[str, int], tuple[int, str]]:
     return lines
 
 
-def _parse_file(path: Path, problems: list[Problem]) -> tuple[KBFile | None, dict]:
+def _parse_file(path: Path, problems: list[Problem]):
+    from pydantic import ValidationError
+
+    from .schema import KBFile
+
+    yaml, loader = _safe_loader()
     name = path.name
     try:
         raw = path.read_bytes()
@@ -77,7 +86,7 @@ def _parse_file(path: Path, problems: list[Problem]) -> tuple[KBFile | None, dic
         problems.append(Problem(name, 0, "", f"cannot read: {exc}"))
         return None, {}
     try:
-        data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader
+        data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
         marks = _item_lines(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -126,7 +135,7 @@ def load_files(paths: list[Path]) -> KnowledgeBase:
                 origins.setdefault(item.id, where)
     if problems:
         raise KBError(problems)
-    return KnowledgeBase(origins=origins, **merged)
+    return KnowledgeBase(origins=origins, **{k: {i: freeze(v) for i, v in items.items()} for k, items in merged.items()})
 
 
 def kb_files(directory: Path = DATA_DIR) -> list[Path]:
@@ -150,28 +159,51 @@ def _cache_dir() -> Path:
     return Path(base) / "nccl-doctor"
 
 
-def load_kb(directory: Path | None = None, *, use_cache: bool = True) -> KnowledgeBase:
-    """Load the KB folder (the packaged one by default), through a JSON cache when possible.
+def _read_cache(path: Path) -> KnowledgeBase | None:
+    """Our own compiled cache: trusted only if this user owns it and nobody else can write it."""
+    try:
+        stat = path.stat()
+        if stat.st_uid != os.getuid() or stat.st_mode & 0o022:
+            return None
+        data = path.read_bytes()
+        if not data.startswith(_CACHE_FORMAT):
+            return None
+        kb = pickle.loads(data[len(_CACHE_FORMAT):])  # noqa: S301 - written by load_kb, checked above
+        return kb if isinstance(kb, KnowledgeBase) else None
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError, ImportError):
+        return None
 
-    The cache is keyed by the files' fingerprint, so an edited file is always re-read; a cache
-    that cannot be read or written is ignored.
+
+def _write_cache(path: Path, kb: KnowledgeBase) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(_CACHE_FORMAT + pickle.dumps(kb, protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def load_kb(directory: Path | None = None, *, use_cache: bool = True) -> KnowledgeBase:
+    """Load the KB folder (the packaged one by default), through a compiled cache when possible.
+
+    The cache (in ``$XDG_CACHE_HOME/nccl-doctor``) is keyed by the files' names, sizes and
+    modification times, so an edited file is always re-read; a cache that cannot be read or
+    written, or that another user could have written, is ignored. ``NCCL_DOCTOR_NO_CACHE=1``
+    turns it off.
     """
-    paths = kb_files(directory or DATA_DIR)
+    folder = Path(directory or DATA_DIR)
+    paths = kb_files(folder)
     cache = None
     if use_cache and not os.environ.get("NCCL_DOCTOR_NO_CACHE"):
-        key = hashlib.sha256(f"{Path(directory or DATA_DIR).resolve()}|{kb_fingerprint(paths)}".encode())
-        cache = _cache_dir() / f"kb-{key.hexdigest()[:24]}.json"
-        try:
-            return KnowledgeBase.model_validate_json(cache.read_bytes())
-        except (OSError, ValueError):
-            pass
+        key = hashlib.sha256(f"{folder.resolve()}|{kb_fingerprint(paths)}".encode())
+        cache = _cache_dir() / f"kb-{key.hexdigest()[:24]}.pickle"
+        cached = _read_cache(cache)
+        if cached is not None:
+            return cached
     kb = load_files(paths)
     if cache is not None:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(kb.model_dump_json(by_alias=True, exclude_defaults=False))
-            os.replace(tmp, cache)
-        except OSError:
-            pass
+        _write_cache(cache, kb)
     return kb

@@ -76,6 +76,8 @@ def _add_logs(session: Any, args: list[str]) -> tuple[list[str], dict | None, li
     """Scan every log into the session; return the files, the hang analysis and its lines."""
     from .logs import LogProblem, expand_log_args, read_lines
 
+    if not args:
+        return [], None, []
     try:
         files = expand_log_args(args)
     except LogProblem as exc:
