@@ -1,0 +1,176 @@
+"""The conversation's widgets: the question with its quick answers, and the causes panel.
+
+Attributes down, messages up: the screen hands each widget what to show; the widgets post
+:class:`QuestionPanel.Answered` / :class:`CausePanel` selections back up.
+"""
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Grid, Vertical
+from textual.message import Message
+from textual.widgets import Button, Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from ..engine import Diagnosis, Question
+from ..engine.values import Value
+from ..report import format_value
+from .answers import choice_label
+
+__all__ = ["QuestionPanel", "CausePanel", "confidence_bar", "MAX_CHOICE_KEYS"]
+
+MAX_CHOICE_KEYS = 9
+BAR_WIDTH = 16
+
+
+def confidence_bar(confidence: float, width: int = BAR_WIDTH) -> Text:
+    """``█████░░░░░  52%`` as styled text."""
+    value = max(0.0, min(confidence, 1.0))
+    filled = round(value * width)
+    bar = Text()
+    bar.append("█" * filled, style="bold green" if value >= 0.5 else "yellow" if value >= 0.25 else "dim yellow")
+    bar.append("░" * (width - filled), style="dim")
+    bar.append(f" {round(value * 100):3d}%")
+    return bar
+
+
+class QuestionPanel(Vertical):
+    """One question, its quick answers as buttons, and a box for the user's own words."""
+
+    class Answered(Message):
+        """The user picked an answer (``kind`` is answer / dont_know / words / plan)."""
+
+        def __init__(self, kind: str, value: Value | str | None = None) -> None:
+            super().__init__()
+            self.kind = kind
+            self.value = value
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.question: Question | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="question-text")
+        yield Static("", id="question-help")
+        yield Grid(id="answers")
+        yield Input(placeholder="…or answer in your own words (t)", id="own-words", compact=True)
+
+    def show(self, question: Question | None, *, current: str | None = None, counter: str = "") -> None:
+        """Draw ``question`` (None: nothing left to ask). ``current`` is the answer on record."""
+        self.question = question
+        text = self.query_one("#question-text", Static)
+        help_ = self.query_one("#question-help", Static)
+        grid = self.query_one("#answers", Grid)
+        grid.remove_children()
+        self.border_title = counter or "Question"
+        if question is None:
+            self.border_title = "Done"
+            text.update("Nothing more worth asking.")
+            help_.update("Press [b]f[/b] for the fix plan, [b]b[/b] to change an answer, or add more in your own words.")
+            grid.mount(Button("Show the fix plan (f)", id="ans-plan", variant="success", compact=True))
+            return
+        text.update(Text(question.text, style="bold"))
+        extra = f"Your answer so far: {current}. " if current else ""
+        help_.update(Text(extra + (question.help or ""), style="italic"))
+        buttons: list[Button] = []
+        if question.type == "bool":
+            buttons += [Button("Yes (y)", id="ans-yes", variant="primary", compact=True),
+                        Button("No (n)", id="ans-no", variant="primary", compact=True)]
+        elif question.type == "choice":
+            for index, choice in enumerate(question.choices, start=1):
+                key = f"{index} " if index <= MAX_CHOICE_KEYS else ""
+                buttons.append(Button(f"{key}{choice_label(choice)}", id=f"ans-choice-{index}", compact=True))
+        buttons.append(Button("Don't know (d)", id="ans-dk", compact=True))
+        grid.mount_all(buttons)
+        self.query_one("#own-words", Input).placeholder = (
+            "…or answer in your own words (t)" if question.type in ("bool", "choice")
+            else "Type the answer here and press Enter (t)"
+        )
+
+    def focus_answers(self) -> None:
+        """Put the focus on the first quick answer (or the text box when there is none)."""
+        buttons = self.query("#answers Button")
+        if self.question is not None and self.question.type not in ("bool", "choice"):
+            self.query_one("#own-words", Input).focus()
+        elif buttons:
+            buttons.first().focus()
+
+    @on(Button.Pressed, "#answers Button")
+    def _pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        button_id = event.button.id or ""
+        question = self.question
+        if button_id == "ans-plan":
+            self.post_message(self.Answered("plan"))
+        elif question is None:
+            return
+        elif button_id == "ans-yes":
+            self.post_message(self.Answered("answer", True))
+        elif button_id == "ans-no":
+            self.post_message(self.Answered("answer", False))
+        elif button_id == "ans-dk":
+            self.post_message(self.Answered("dont_know"))
+        elif button_id.startswith("ans-choice-"):
+            index = int(button_id.rsplit("-", 1)[1]) - 1
+            self.post_message(self.Answered("answer", question.choices[index]))
+
+    @on(Input.Submitted, "#own-words")
+    def _typed(self, event: Input.Submitted) -> None:
+        event.stop()
+        words = event.value.strip()
+        if words:
+            event.input.value = ""
+            self.post_message(self.Answered("words", words))
+
+
+class CausePanel(Vertical):
+    """The leading causes, best first, each with a confidence bar; Enter asks how."""
+
+    class HowAsked(Message):
+        def __init__(self, cause_id: str) -> None:
+            super().__init__()
+            self.cause_id = cause_id
+
+    def compose(self) -> ComposeResult:
+        yield OptionList(id="cause-list")
+
+    def on_mount(self) -> None:
+        self.border_title = "Leading causes"
+
+    def show(self, diagnoses: list[Diagnosis]) -> None:
+        options = self.query_one("#cause-list", OptionList)
+        keep = options.highlighted_option.id if options.highlighted_option is not None else None
+        options.clear_options()
+        if not diagnoses:
+            options.add_option(Option(Text("None yet: answer a question or add a log.", style="dim"), disabled=True))
+            return
+        for diagnosis in diagnoses:
+            prompt = Text(diagnosis.title)
+            prompt.append("\n")
+            prompt.append_text(confidence_bar(diagnosis.confidence))
+            options.add_option(Option(prompt, id=diagnosis.id))
+        ids = [d.id for d in diagnoses]
+        options.highlighted = ids.index(keep) if keep in ids else 0
+
+    def selected_cause(self) -> str | None:
+        """The highlighted cause, or the top one."""
+        options = self.query_one("#cause-list", OptionList)
+        option = options.highlighted_option
+        if option is not None and option.id:
+            return option.id
+        for index in range(options.option_count):
+            found = options.get_option_at_index(index)
+            if found.id:
+                return found.id
+        return None
+
+    @on(OptionList.OptionSelected, "#cause-list")
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option.id:
+            self.post_message(self.HowAsked(event.option.id))
+
+
+def answer_label(value: Value | None) -> str:
+    return "don't know" if value is None else choice_label(format_value(value))
