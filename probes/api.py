@@ -98,7 +98,7 @@ def python_command(module: str, *args: str) -> list[str]:
     """argv that runs ``module.main(args)`` without importing the engine (fast start)."""
     import nccl_doctor
 
-    root = str(Path(nccl_doctor.__file__).resolve().parent)
+    root = str(Path(list(nccl_doctor.__path__)[0]).resolve())
     pdir = str(Path(__file__).resolve().parent)
     return [sys.executable, "-c", _BOOT, root, pdir, module, *args]
 
