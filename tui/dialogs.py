@@ -179,7 +179,7 @@ class ProbeScreen(ModalScreen["list[str] | None"]):
     arrive, then hand them to the session. Returns lines to note in the transcript."""
 
     BINDINGS = [Binding("escape", "close", "Close"), Binding("r", "run", "Run")]
-    DEADLINE_S = 60.0
+    DEADLINE_S = 10.0  # seconds per probe (each gets at least its own deadline)
 
     def __init__(self, conversation: Conversation, suggestions: list[dict[str, Any]]) -> None:
         super().__init__()

@@ -68,20 +68,20 @@ class QuestionPanel(Vertical):
             self.border_title = "Done"
             text.update("Nothing more worth asking.")
             help_.update("Press [b]f[/b] for the fix plan, [b]b[/b] to change an answer, or add more in your own words.")
-            grid.mount(Button("Show the fix plan (f)", id="ans-plan", variant="success", compact=True))
+            grid.mount(Button("Show the fix plan (f)", name="ans-plan", variant="success", compact=True))
             return
         text.update(Text(question.text, style="bold"))
         extra = f"Your answer so far: {current}. " if current else ""
         help_.update(Text(extra + (question.help or ""), style="italic"))
         buttons: list[Button] = []
         if question.type == "bool":
-            buttons += [Button("Yes (y)", id="ans-yes", variant="primary", compact=True),
-                        Button("No (n)", id="ans-no", variant="primary", compact=True)]
+            buttons += [Button("Yes (y)", name="ans-yes", variant="primary", compact=True),
+                        Button("No (n)", name="ans-no", variant="primary", compact=True)]
         elif question.type == "choice":
             for index, choice in enumerate(question.choices, start=1):
                 key = f"{index} " if index <= MAX_CHOICE_KEYS else ""
-                buttons.append(Button(f"{key}{choice_label(choice)}", id=f"ans-choice-{index}", compact=True))
-        buttons.append(Button("Don't know (d)", id="ans-dk", compact=True))
+                buttons.append(Button(f"{key}{choice_label(choice)}", name=f"ans-choice-{index}", compact=True))
+        buttons.append(Button("Don't know (d)", name="ans-dk", compact=True))
         grid.mount_all(buttons)
         self.query_one("#own-words", Input).placeholder = (
             "…or answer in your own words (t)" if question.type in ("bool", "choice")
@@ -99,7 +99,7 @@ class QuestionPanel(Vertical):
     @on(Button.Pressed, "#answers Button")
     def _pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        button_id = event.button.id or ""
+        button_id = event.button.name or ""
         question = self.question
         if button_id == "ans-plan":
             self.post_message(self.Answered("plan"))
