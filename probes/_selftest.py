@@ -16,7 +16,8 @@ def ok(ctx) -> None:
 def hang(ctx) -> None:
     ctx.step("starting a child that sleeps")
     # A grandchild holding our stdout open: the parent must still notice and kill it.
-    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    token = ctx.env.get("NCCL_DOCTOR_SELFTEST_TOKEN", "")
+    subprocess.Popen([sys.executable, "-c", f"import time; time.sleep(3600)  # {token}"])
     ctx.step("waiting forever on a lock that is never released")
     while True:
         time.sleep(3600)

@@ -426,6 +426,9 @@ def _rank0(r: _Rank, store, info: dict[str, Any], t0: float) -> int:
     infos = {k: v for k, v in infos.items() if v}
     facts, findings, diffs = compare(infos)
     facts["probe_cluster_world_size"] = n
+    hosts = {v.get("host") for v in infos.values()}
+    facts["num_nodes"] = len(hosts)
+    facts["multi_node"] = len(hosts) > 1
     facts["probe_cluster_ranks_missing"] = len(missing)
     culprits: list[dict[str, Any]] = []
     if missing:
