@@ -23,6 +23,23 @@ class CompileError(ValueError):
         super().__init__("knowledge base does not compile:\n  " + "\n  ".join(problems))
 
 
+class LazyRegexes(dict):
+    """Signature regexes compiled on first use: a one-shot run touches only the few whose
+    needles appear. The patterns were all compiled once when the KB was loaded from YAML."""
+
+    def __init__(self, patterns: dict[str, tuple[str, int]]):
+        super().__init__()
+        self._patterns = patterns
+
+    def __missing__(self, key: str) -> re.Pattern[str]:
+        pattern, flags = self._patterns[key]
+        regex = self[key] = re.compile(pattern, flags)
+        return regex
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._patterns
+
+
 @dataclass(frozen=True)
 class CompiledRule:
     rule: Rule
@@ -42,7 +59,7 @@ class CompiledKB:
     rules: tuple[CompiledRule, ...]
     rules_by_fact: dict[str, tuple[int, ...]]
     absence_rules: tuple[int, ...]
-    signature_regexes: dict[str, re.Pattern[str]]
+    signature_regexes: LazyRegexes
     symptom_regexes: dict[str, tuple[re.Pattern[str], ...]]
     influence: dict[str, frozenset[str]] = field(default_factory=dict)  # fact -> causes
 
@@ -96,8 +113,12 @@ def _influence(kb: KnowledgeBase) -> dict[str, frozenset[str]]:
     return out
 
 
-def compile_kb(kb: KnowledgeBase) -> CompiledKB:
-    """Compile and cross-check a KB; raise :class:`CompileError` listing every problem."""
+def compile_kb(kb: KnowledgeBase, *, validate: bool = False) -> CompiledKB:
+    """Compile and cross-check a KB; raise :class:`CompileError` listing every problem.
+
+    Signature regexes compile lazily; ``validate`` compiles them all now (the loader does so
+    whenever it reads YAML, so a cached KB is known to compile).
+    """
     problems: list[str] = []
     rules: list[CompiledRule] = []
     for order, rule in enumerate(kb.rules.values()):
@@ -118,16 +139,19 @@ def compile_kb(kb: KnowledgeBase) -> CompiledKB:
             by_fact[name].append(index)
     absence = tuple(i for i, r in enumerate(rules) if uses_absence(r.rule.when))
 
-    sig_regexes: dict[str, re.Pattern[str]] = {}
+    sig_patterns: dict[str, tuple[str, int]] = {}
     for sig in kb.signatures.values():
         where = f"{kb.origin(sig.id)} [{sig.id}]"
-        try:
-            regex = re.compile(sig.pattern, re.IGNORECASE if sig.ignore_case else 0)
-        except re.error as exc:
-            problems.append(f"{where}: pattern does not compile: {exc}")
-            continue
-        sig_regexes[sig.id] = regex
-        _check_sets(where, sig.sets, kb.facts, problems, set(regex.groupindex))
+        flags = re.IGNORECASE if sig.ignore_case else 0
+        sig_patterns[sig.id] = (sig.pattern, flags)
+        captures = set(re.findall(r"\(\?P<(\w+)>", sig.pattern))
+        if validate:
+            try:
+                captures = set(re.compile(sig.pattern, flags).groupindex)
+            except re.error as exc:
+                problems.append(f"{where}: pattern does not compile: {exc}")
+                continue
+        _check_sets(where, sig.sets, kb.facts, problems, captures)
     sym_regexes: dict[str, tuple[re.Pattern[str], ...]] = {}
     for sym in kb.symptoms.values():
         where = f"{kb.origin(sym.id)} [{sym.id}]"
@@ -154,7 +178,7 @@ def compile_kb(kb: KnowledgeBase) -> CompiledKB:
         rules=tuple(rules),
         rules_by_fact={k: tuple(v) for k, v in by_fact.items()},
         absence_rules=absence,
-        signature_regexes=sig_regexes,
+        signature_regexes=LazyRegexes(sig_patterns),
         symptom_regexes=sym_regexes,
         influence=_influence(kb),
     )

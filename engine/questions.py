@@ -4,7 +4,14 @@ Belief over causes is ``prior × exp(4 × certainty)``, normalised over the lead
 (plus one bucket for the rest). For each candidate fact the engine simulates every answer,
 re-chains, and takes the expected drop in entropy (information gain), answers weighted
 equally. Facts already known, answered "don't know", or unable to move any leading cause are
-never candidates. When the best gain is below :data:`MIN_GAIN` there is nothing useful to ask.
+never candidates.
+
+Gain is myopic: a rule that needs two unknown facts gains nothing from either answer alone.
+So each candidate also gets a *relevance*, the belief mass of the leading causes whose rules
+read it, and questions rank by ``gain + RELEVANCE_WEIGHT × relevance``. While no cause is
+confident (certainty below :data:`CONFIDENT`) the leading set is wide (:data:`WIDE`), so the
+engine can still find its way to causes nothing points at yet. A question is offered only if
+it has some gain or some relevance; when none has, there is nothing useful left to ask.
 """
 from __future__ import annotations
 
@@ -22,6 +29,9 @@ __all__ = ["answer_options", "leading_causes", "rank_questions", "simulate", "MI
 
 MIN_GAIN = 0.01
 LEADING = 8
+WIDE = 40
+CONFIDENT = 0.5
+RELEVANCE_WEIGHT = 0.05
 _SHARPNESS = 4.0
 
 
@@ -136,13 +146,15 @@ def rank_questions(
     with a question for the user.
     """
     certainties = state.certainties()
-    leading = leading_causes(ckb, certainties)
+    confident = max(certainties.values(), default=0.0) >= CONFIDENT
+    leading = leading_causes(ckb, certainties, LEADING if confident else WIDE)
     if not leading:
         return []
     leading_set = set(leading)
     weights_now = _weights(ckb, certainties, leading)
     rest = max(sum(ckb.kb.causes[c].prior for c in ckb.kb.causes) - sum(ckb.kb.causes[c].prior for c in leading), 0.0)
     h_now = _entropy(weights_now, rest)
+    total_weight = sum(weights_now.values()) or 1.0
     skipped = set(skip)
     scored: list[Question] = []
     for fact_id, answers in options.items():
@@ -160,13 +172,16 @@ def rank_questions(
             weights = _weights(ckb, after, leading)
             expected += _entropy(weights, rest) / len(answers)
             by_answer.append(after)
-        gain = h_now - expected
+        gain = max(h_now - expected, 0.0)
         separates = sorted(
             (c for c in moved if max(a.get(c, 0.0) for a in by_answer) - min(a.get(c, 0.0) for a in by_answer) > 0.02),
             key=lambda c: leading.index(c),
         )
-        if gain >= MIN_GAIN and separates:
-            scored.append(Question(fact.id, fact.question or fact.id, fact.type, list(fact.choices),
-                                   fact.help, gain, separates))
+        relevance = sum(weights_now[c] for c in moved) / total_weight
+        if not (gain >= MIN_GAIN and separates) and relevance <= 0:
+            continue
+        score = gain + RELEVANCE_WEIGHT * relevance
+        scored.append(Question(fact.id, fact.question or fact.id, fact.type, list(fact.choices),
+                               fact.help, score, separates or sorted(moved, key=leading.index)))
     scored.sort(key=lambda q: (-round(q.gain, 6), q.id))
     return scored[:limit]

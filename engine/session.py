@@ -75,8 +75,8 @@ class LogSummary:
 class Doctor:
     """A compiled knowledge base. Immutable after construction; share it between threads."""
 
-    def __init__(self, kb: KnowledgeBase):
-        self._ckb = compile_kb(kb)
+    def __init__(self, kb: KnowledgeBase, *, validate: bool = False):
+        self._ckb = compile_kb(kb, validate=validate)
         self._options = answer_options(self._ckb)
 
     @property

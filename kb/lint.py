@@ -120,7 +120,7 @@ def lint_kb(directory: Path | None = None) -> list[str]:
     except KBError as exc:
         return [str(p) for p in exc.problems]
     try:
-        doctor = Doctor(kb)
+        doctor = Doctor(kb, validate=True)
     except CompileError as exc:
         return list(exc.problems)
     problems = _meaning(kb)

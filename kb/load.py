@@ -133,9 +133,27 @@ def load_files(paths: list[Path]) -> KnowledgeBase:
                 merged[section][item.id] = item
                 origins[f"{section}:{item.id}"] = where
                 origins.setdefault(item.id, where)
+    problems.extend(_regex_problems(merged, origins))
     if problems:
         raise KBError(problems)
     return KnowledgeBase(origins=origins, **{k: {i: freeze(v) for i, v in items.items()} for k, items in merged.items()})
+
+
+def _regex_problems(merged: dict[str, dict[str, Any]], origins: dict[str, str]) -> list[Problem]:
+    """Every regex in the KB compiles (checked whenever YAML is read, so caches are sound)."""
+    import re
+
+    problems = []
+    for section, items in (("signatures", merged["signatures"]), ("symptoms", merged["symptoms"])):
+        for item in items.values():
+            patterns = [item.pattern] if section == "signatures" else list(item.patterns)
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    file, _, line = origins[f"{section}:{item.id}"].rpartition(":")
+                    problems.append(Problem(file, int(line or 0), item.id, f"pattern {pattern!r} does not compile: {exc}"))
+    return problems
 
 
 def kb_files(directory: Path = DATA_DIR) -> list[Path]:

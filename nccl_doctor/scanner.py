@@ -22,9 +22,13 @@ __all__ = ["LineFilter", "scan_file", "backend_name"]
 @dataclass(frozen=True)
 class _Sig:
     id: str
-    regex: re.Pattern[str]
+    regexes: dict  # the KB's lazily compiled signature regexes
     needles: tuple[bytes, ...]
     caseless: bool
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        return self.regexes[self.id]
 
 
 class LineFilter:
@@ -34,7 +38,7 @@ class LineFilter:
         self.sigs: list[_Sig] = []
         self.always: list[_Sig] = []  # signatures without needles run on every line
         for sig in ckb.kb.signatures.values():
-            entry = _Sig(sig.id, ckb.signature_regexes[sig.id], tuple(n.encode() for n in sig.needles), sig.ignore_case)
+            entry = _Sig(sig.id, ckb.signature_regexes, tuple(n.encode() for n in sig.needles), sig.ignore_case)
             (self.sigs if sig.needles else self.always).append(entry)
         self.by_needle: dict[bytes, list[_Sig]] = defaultdict(list)
         for sig in self.sigs:

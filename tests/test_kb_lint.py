@@ -66,12 +66,21 @@ fixes:
     assert "[f2]: no cause uses this fix" in text
 
 
-def test_unknown_names_and_bad_regex(tmp_path):
+def test_bad_regex_fails_at_load(tmp_path):
     folder = write(tmp_path / "kb", """
 facts:
   - {id: seen, type: bool, question: Seen?}
 signatures:
   - {id: broken_regex, pattern: 'NCCL (WARN', sets: {seen: true}}
+""")
+    text = "\n".join(lint_kb(folder))
+    assert "bad.yaml:5 [broken_regex]: pattern 'NCCL (WARN' does not compile" in text
+
+
+def test_unknown_names(tmp_path):
+    folder = write(tmp_path / "kb", """
+facts:
+  - {id: seen, type: bool, question: Seen?}
 rules:
   - id: typo
     when: {fact: seeen}
@@ -79,7 +88,6 @@ rules:
 """)
     text = "\n".join(lint_kb(folder))
     assert "[typo]: when: unknown fact 'seeen'" in text
-    assert "[broken_regex]: pattern does not compile" in text
 
 
 def test_failing_example_is_reported(tmp_path):
