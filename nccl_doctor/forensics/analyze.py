@@ -252,8 +252,20 @@ class HangReport:
                 odd = sigs[mismatched[0]]
                 kind = "op" if odd[0] != ref[0] else "size" if odd[1] != ref[1] else "dtype"
             elif len(common) > 1:
-                mismatched = sorted(sigs)  # a tie: cannot tell which side is odd
-                a, b = common[0][0], common[1][0]
+                # a tie: the side that repeats what the group did just before is the normal one
+                hist = Counter()
+                for r in sigs:
+                    pe = states[r].prev_entry
+                    if pe:
+                        hist[(pe.get("op"), str(pe.get("input_sizes")), ",".join(pe.get("input_dtypes") or []) or None)] += 1
+                tied = [c[0] for c in common if c[1] == common[0][1]]
+                normal = [t for t in tied if hist.get(t)]
+                if len(normal) == 1:
+                    mismatched = sorted(r for r, s in sigs.items() if s != normal[0])
+                    a, b = normal[0], sigs[mismatched[0]]
+                else:
+                    mismatched = sorted(sigs)  # cannot tell which side is odd
+                    a, b = common[0][0], common[1][0]
                 kind = "op" if a[0] != b[0] else "size" if a[1] != b[1] else "dtype"
         ref_detail = None
         for r in waiting:
@@ -468,8 +480,12 @@ class HangReport:
         if reason:
             hosts = sorted({self.ranks[r].host for r in ranks if r in self.ranks and self.ranks[r].host})
             self.culprit = {"ranks": ranks, "hosts": hosts, "reason": reason, "detail": detail}
-        self._missing = sorted((behind | set(self.silent) | (set(self.mismatch["ranks"]) if self.mismatch and reason == "different_collective" else set())) - waiting) \
-            if reason != "crashed_first" else sorted(behind | {ranks[0]} if ranks else behind)
+        quiet = set(self.silent) if reason in ("silent", "node_missing", "never_joined", None) else set()
+        if reason == "crashed_first":
+            self._missing = sorted(behind | set(ranks))
+        else:
+            odd = set(self.mismatch["ranks"]) if self.mismatch and reason == "different_collective" else set()
+            self._missing = sorted((behind | quiet | odd) - waiting)
         self._waiting = sorted(waiting - set(self._missing))
 
     # -- outputs -------------------------------------------------------------------------------

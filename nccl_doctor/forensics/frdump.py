@@ -148,9 +148,16 @@ def scan_dump(path: str) -> FileScan:
         done = [_int(e.get("collective_seq_id")) for e in es if e.get("state") == "completed"]
         if done and (pst.completed is None or max(done) > pst.completed):
             pst.completed = max(done)
-        pending = [e for e in es if e.get("state") in ("scheduled", "started")]
+        # gloo never marks entries started/completed: trust pg_status's completed counter first
+        pending = [e for e in es if e.get("state") in ("scheduled", "started")
+                   and (pst.completed is None or (_int(e.get("collective_seq_id")) or 0) > pst.completed)]
         first_pending = _entry(pending[0]) if pending else None
         pst.entry = first_pending or last
+        cur = pst.entry.get("seq")
+        prev = [e for e in es if _int(e.get("collective_seq_id")) is not None and cur is not None
+                and _int(e.get("collective_seq_id")) < cur]
+        if prev:
+            pst.prev_entry = _entry(prev[-1])
         pg = es[-1].get("process_group")
         if isinstance(pg, (list, tuple)) and len(pg) > 1 and not pst.desc:
             pst.desc = str(pg[1])

@@ -64,6 +64,7 @@ class PGState:
     fp_dtype: str | None = None
     entry: dict | None = None  # flight recorder entry at the stuck / last collective
     last_entry: dict | None = None
+    prev_entry: dict | None = None  # the flight recorder entry before `entry` (what the group did last)
     loc: str | None = None
     source: str | None = None  # "watchdog", "flight_recorder", "detail"
 
@@ -75,7 +76,7 @@ class PGState:
                 if name == "fp_seq":
                     self.fp_op, self.fp_shape, self.fp_dtype = other.fp_op, other.fp_shape, other.fp_dtype
         for name in ("stuck_seq", "op", "numel_in", "numel_out", "timeout_ms", "ran_ms", "desc", "entry",
-                     "last_entry", "loc", "source"):
+                     "last_entry", "prev_entry", "loc", "source"):
             if getattr(self, name) is None and getattr(other, name) is not None:
                 setattr(self, name, getattr(other, name))
 

@@ -1,0 +1,155 @@
+"""Hang forensics on real torch.distributed output: gloo jobs on CPU whose ranks misbehave.
+
+One launcher imports torch once and forks every rank of every scenario (see
+``_forensics_worker.py``); a torchrun job runs beside it for the elastic failure summary. Each
+test then reads the real logs / Flight Recorder dumps and checks that the culprit is named.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nccl_doctor import load_doctor
+from nccl_doctor.forensics import analyze_paths, load_dump
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.slow
+
+WORKER = Path(__file__).with_name("_forensics_worker.py")
+
+
+def _port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("gloo")
+    env = dict(os.environ, PG_TIMEOUT="3", SLEEP="5")
+    launcher = subprocess.Popen([sys.executable, str(WORKER), "launch", str(out)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (out / "crash").mkdir()
+    with open(out / "crash" / "torchrun.log", "wb") as log:
+        trun = subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(_port()),
+             "--tee", "3", str(WORKER), "rank"],
+            env=dict(env, SCEN="crash", TORCH_CPP_LOG_LEVEL="INFO"), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            trun.wait(timeout=90)
+        finally:
+            if trun.poll() is None:
+                trun.kill()
+    try:
+        launcher.wait(timeout=90)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    return out
+
+
+def test_rank_that_never_joins_detail_logs(runs):
+    rep = analyze_paths([str(runs / "skip")])
+    d = rep.to_dict()
+    assert d["culprit"]["ranks"] == [1] and d["culprit"]["reason"] == "never_joined"
+    assert d["missing_ranks"] == [1] and d["waiting_ranks"] == [0]
+    assert d["op"] == "ALLREDUCE" and d["seq"] == 4
+    facts = rep.facts()
+    assert facts["hang_one_rank_behind"][0] is True and facts["hang_rank0_behind"][0] is False
+    assert facts["hang_culprit_rank"][0] == 1
+    assert any("rank 1" in line for line in rep.summary_lines())
+
+
+def test_rank_that_never_joins_flight_recorder(runs):
+    dumps = sorted((runs / "skip_fr").glob("fr_trace_*"))
+    assert len(dumps) == 2, "PyTorch wrote one Flight Recorder dump per rank"
+    rep = analyze_paths([str(p) for p in dumps])  # the dumps alone, no text logs
+    d = rep.to_dict()
+    assert d["culprit"]["ranks"] == [1] and d["seq"] == 4 and d["waiting_ranks"] == [0]
+    assert d["group"].startswith("0")
+    assert any("_forensics_worker.py" in frame for frame in d["call_site"])  # the stack from the dump
+    # the JSON form of the same dumps (TORCH_NCCL's dump_json layout: pg_status values as strings)
+    jdir = runs / "skip_fr_json"
+    jdir.mkdir(exist_ok=True)
+    for p in dumps:
+        data = load_dump(str(p))
+        data["pg_status"] = {k: {kk: str(vv) for kk, vv in v.items()} for k, v in data["pg_status"].items()}
+        for e in data["entries"]:
+            e.pop("frames", None)
+        (jdir / p.name).write_text(json.dumps(data))
+    dj = analyze_paths([str(jdir)]).to_dict()
+    assert dj["culprit"]["ranks"] == [1] and dj["seq"] == 4
+
+
+def test_rank_that_issues_a_different_collective(runs):
+    rep = analyze_paths([str(runs / "mismatch")])
+    d = rep.to_dict()
+    assert d["culprit"]["ranks"] == [2] and d["culprit"]["reason"] == "different_collective"
+    assert d["mismatch_kind"] == "op"
+    facts = rep.facts()
+    assert facts["hang_ranks_disagree_on_collective"][0] is True and facts["hang_mismatch_kind"][0] == "op"
+    assert facts["hang_culprit_rank"][1].startswith("rank")  # file:line of the mismatch report
+
+
+def test_size_mismatch_from_flight_recorder(runs):
+    d = analyze_paths([str(runs / "size_fr")]).to_dict()
+    assert d["culprit"]["ranks"] == [2] and d["mismatch_kind"] == "size"
+
+
+def test_rank_that_crashed_first(runs):
+    log = runs / "crash" / "torchrun.log"
+    assert "ChildFailedError" in log.read_text(errors="replace")
+    rep = analyze_paths([str(log)])  # one interleaved file: [defaultN]:[rankN]: prefixes
+    d = rep.to_dict()
+    assert d["first_failure"]["rank"] == 1 and "corrupt sample" in d["first_failure"]["detail"]
+    assert d["culprit"]["reason"] == "crashed_first" and d["culprit"]["ranks"] == [1]
+    assert rep.facts()["hang_rank_exited_first"][0] is True
+
+
+def test_whole_node_missing(runs):
+    rep = analyze_paths([str(runs / "node")])
+    d = rep.to_dict()
+    assert d["missing_hosts"] == ["nodeB"]
+    assert d["missing_ranks"] == [2, 3] and d["waiting_ranks"] == [0, 1]
+    assert d["hosts"] == {"nodeA": [0, 1], "nodeB": [2, 3]}
+    facts = rep.facts()
+    assert facts["hang_node_missing"][0] is True and facts["hang_culprit_host"][0] == "nodeB"
+
+
+def test_facts_rank_the_right_cause(runs):
+    doctor = load_doctor()
+    for scen, cause in (("mismatch", "collective_mismatch_conditional"), ("crash/torchrun.log", "rank_crashed_first")):
+        s = doctor.session()
+        for name, (value, where) in analyze_paths([str(runs / scen)]).facts().items():
+            s.set_fact(name, value, source="log", detail=where)
+        top = [dg.id for dg in s.diagnoses()[:3]]
+        assert cause in top, (scen, top)
+
+
+def test_untrusted_pickle_is_refused(tmp_path):
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    bad = tmp_path / "nccl_trace_rank_0"
+    bad.write_bytes(pickle.dumps({"version": "2.10", "entries": [Evil()], "pg_status": {}}, protocol=2))
+    from nccl_doctor.forensics import UnsafeDump
+
+    with pytest.raises(UnsafeDump, match="refusing to load"):
+        load_dump(str(bad))
+    rep = analyze_paths([str(bad)])
+    assert not marker.exists()
+    assert any("refusing" in p for p in rep.problems)
+    assert rep.to_dict() is None or rep.to_dict()["problems"]
