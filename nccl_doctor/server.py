@@ -327,6 +327,7 @@ class _BodyLimit:
             except ValueError:
                 return await self._refuse(send, 400, "Content-Length is not a number")
             if too_big:
+                await self._drain(receive)
                 return await self._refuse(send, 413, self._message(int(declared)))
         chunks, size, more = [], 0, True
         while more:
@@ -336,6 +337,8 @@ class _BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
+                if message.get("more_body", False):
+                    await self._drain(receive)
                 return await self._refuse(send, 413, self._message(size, at_least=True))
             chunks.append(chunk)
             more = message.get("more_body", False)
@@ -354,6 +357,18 @@ class _BodyLimit:
     def _message(self, size: int, at_least: bool = False) -> str:
         return (f"request body is {'over ' if at_least else ''}{size} bytes; the limit is {self.max_bytes} "
                 "bytes (send a shorter log: the part around the first error)")
+
+    async def _drain(self, receive) -> None:
+        """Read and drop the rest of a refused body (up to a bound) so the client sees the 413
+        instead of a reset connection."""
+        dropped, bound = 0, max(self.max_bytes * 8, 64 << 20)
+        while dropped <= bound:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            dropped += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
 
     @staticmethod
     async def _refuse(send, status: int, message: str) -> None:
