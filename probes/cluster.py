@@ -248,10 +248,11 @@ def run_ops(r: _Rank, store, backend: str) -> list[dict[str, Any]]:
                 box["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
 
         started = time.monotonic()
+        started_at = time.time()
         worker = threading.Thread(target=target, name=f"probe-{op}", daemon=True)
         worker.start()
         worker.join(r.args.deadline)
-        entry: dict[str, Any] = {"op": op}
+        entry: dict[str, Any] = {"op": op, "started_at": round(started_at, 3)}
         if worker.is_alive():
             entry.update(status="timeout", seconds=round(time.monotonic() - started, 3),
                          error=f"no result within the deadline of {r.args.deadline:g} s")
@@ -420,6 +421,7 @@ def run_rank(args, env) -> int:
 def _rank0(r: _Rank, store, info: dict[str, Any], t0: float) -> int:
     args, n = r.args, r.world
     r.save(phase="waiting for all ranks to join")
+    rendezvous_started = time.time()
     missing_keys = _poll_keys(store, [f"{r.key}host/{k}" for k in range(n)], time.monotonic() + args.deadline)
     missing = sorted(int(k.rsplit("/", 1)[1]) for k in missing_keys)
     infos = {k: _get(store, f"{r.key}host/{k}") for k in range(n) if k not in missing}
@@ -447,10 +449,13 @@ def _rank0(r: _Rank, store, info: dict[str, Any], t0: float) -> int:
     if run:
         ops_by_rank[0] = run_ops(r, store, backend)
         own_end = time.monotonic()
-        failed0 = [o for o in ops_by_rank[0] if o["status"] != "ok"]
-        grace = min(args.deadline, 2.0) if failed0 else args.deadline
-        keys = [f"{r.key}ops/{k}" for k in range(1, n)]
-        _poll_keys(store, keys, own_end + grace)
+        failed0 = next((o["op"] for o in ops_by_rank[0] if o["status"] != "ok"), None)
+        if failed0 is None:
+            _poll_keys(store, [f"{r.key}ops/{k}" for k in range(1, n)], own_end + args.deadline)
+        else:
+            # The others hit the same deadline at about the same time; a rank that never
+            # entered the failed operation will not report at all, so do not wait for it.
+            _wait_reports(r, store, n, OPS.index(failed0), own_end + min(1.0, args.deadline / 2))
         for k in range(1, n):
             got = _get(store, f"{r.key}ops/{k}")
             if got is not None:
@@ -470,7 +475,7 @@ def _rank0(r: _Rank, store, info: dict[str, Any], t0: float) -> int:
         "facts": facts, "collectives": {str(k): v for k, v in sorted(ops_by_rank.items())},
         "ranks": {str(k): {"host": v["host"], "versions": v.get("versions"), "gpus": v.get("gpus"),
                            "shm_mb": v.get("shm_mb"), "findings": v.get("findings", [])} for k, v in sorted(infos.items())},
-        "written": time.time(),
+        "rendezvous_started": round(rendezvous_started, 3), "written": round(time.time(), 3),
     }
     path = r.out / "REPORT.json"
     tmp = path.with_suffix(".tmp")
@@ -491,6 +496,23 @@ def _rank0(r: _Rank, store, info: dict[str, Any], t0: float) -> int:
     for line in findings:
         print("  - " + line)
     return 0 if report["status"] == "ok" else 1
+
+
+def _wait_reports(r: _Rank, store, n: int, failed_index: int, until: float) -> None:
+    pending = set(range(1, n))
+    while pending and time.monotonic() < until:
+        for k in list(pending):
+            try:
+                if store.check([f"{r.key}ops/{k}"]):
+                    pending.discard(k)
+                    continue
+                prog = store.get(f"{r.key}prog/{k}").decode() if store.check([f"{r.key}prog/{k}"]) else ""
+            except Exception:  # noqa: BLE001
+                return
+            if prog in OPS and OPS.index(prog) < failed_index:
+                pending.discard(k)  # stuck before the operation that failed: it will not report
+        if pending:
+            time.sleep(0.02)
 
 
 def _collective_verdict(r, store, infos, ops_by_rank, facts, findings, backend) -> list[dict[str, Any]]:
