@@ -1,0 +1,121 @@
+"""The server's parts in-process: session cap and idle expiry, per-session locking, the
+``serve_main`` front door (missing extra, busy port)."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import threading
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+
+from nccl_doctor.server import ApiError, SessionStore, create_app, serve_main  # noqa: E402
+
+
+def _call(app, requests):
+    """Run (method, path, json) requests against the app in-process; return the replies."""
+    async def go():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            return [await http.request(m, p, json=j) for m, p, j in requests]
+    return asyncio.run(go())
+
+
+def test_session_cap_gives_503_with_retry_after(doctor):
+    app = create_app(doctor, max_sessions=3)
+    replies = _call(app, [("POST", "/sessions", None)] * 4)
+    assert [r.status_code for r in replies] == [201, 201, 201, 503]
+    assert "maximum of 3 sessions" in replies[3].json()["error"]
+    assert replies[3].headers["retry-after"]
+    # Deleting one makes room again; stateless turns never count.
+    sid = replies[0].json()["id"]
+    again = _call(app, [("DELETE", f"/sessions/{sid}", None), ("POST", "/sessions", None),
+                        ("POST", "/stateless/turn", {"text": "hang"})])
+    assert [r.status_code for r in again] == [204, 201, 200]
+
+
+def test_idle_sessions_expire(doctor):
+    now = [1000.0]
+    store = SessionStore(doctor, max_sessions=2, ttl=60, clock=lambda: now[0])
+    a = store.create(doctor.session())
+    b = store.create(doctor.session())
+    now[0] += 30
+    store.get(a)  # using a session keeps it alive
+    now[0] += 45
+    with pytest.raises(ApiError) as gone:
+        store.get(b)
+    assert gone.value.status == 404 and "expired" in gone.value.message
+    assert store.get(a).session is not None
+    store.create(doctor.session())  # b's slot was freed
+    now[0] += 61
+    assert len(store) == 2
+    store.create(doctor.session())  # the full table purges expired entries first
+    assert len(store) == 1
+
+
+def test_concurrent_turns_on_one_session_serialize(doctor):
+    app = create_app(doctor)
+    sid = _call(app, [("POST", "/sessions", {"text": "allreduce hangs"})])[0].json()["id"]
+    facts = ["multi_node", "container", "multi_node", "container"] * 5
+    values = [True, "docker", False, "none"] * 5
+
+    async def go():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            return await asyncio.gather(*(
+                http.post(f"/sessions/{sid}/answers", json={"fact": f, "value": v})
+                for f, v in zip(facts, values)))
+    replies = asyncio.run(go())
+    assert all(r.status_code == 200 for r in replies)
+    final = _call(app, [("GET", f"/sessions/{sid}", None)])[0].json()
+    assert set(final["answers"]) == {"multi_node", "container"}
+
+
+def test_serve_main_without_the_extra_explains(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if `pip install` left it out
+    assert serve_main(["--port", "0"]) == 2
+    assert "pip install 'nccl-doctor[serve]'" in capsys.readouterr().err
+
+
+def test_serve_main_busy_port(capsys):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert serve_main(["--port", str(port)]) == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_serve_main_defaults_to_loopback(monkeypatch):
+    seen = {}
+
+    def fake_create_server(address, **kwargs):
+        seen["address"] = address
+        raise OSError("stop here")
+
+    monkeypatch.setattr(socket, "create_server", fake_create_server)
+    assert serve_main([]) == 1
+    assert seen["address"] == ("127.0.0.1", 8000)
+
+
+def test_store_is_safe_under_threads(doctor):
+    store = SessionStore(doctor, max_sessions=10_000)
+    keys: list[str] = []
+    lock = threading.Lock()
+
+    def worker():
+        for _ in range(50):
+            key = store.create(doctor.session())
+            store.get(key)
+            with lock:
+                keys.append(key)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(keys)) == 400 == len(store)
