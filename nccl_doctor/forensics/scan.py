@@ -12,13 +12,13 @@ import os
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Stream", "Event", "PGState", "FileScan", "scan_file", "names_from_path", "CHUNK"]
+__all__ = ["Stream", "Event", "PGState", "FileScan", "scan_file", "names_from_path", "prefilter_backend", "CHUNK"]
 
 CHUNK = 8 << 20
 LOOK = 8 << 10
 MAX_LINE = 16 << 10
 MAX_EVENTS = 6
-HEAVY_TAIL = 1500  # opCount lines parsed per chunk (only the latest per communicator matters)
+HEAVY_TAIL = 512  # opCount lines parsed per chunk (only the latest per communicator matters)
 
 # Literal needles: every line the analysis reads contains one of them.
 NEEDLES: tuple[bytes, ...] = (
@@ -308,6 +308,7 @@ class _FileState:
         self.last_key: str | None = None
         self.scan = FileScan(path=path, streams=[])
         self.pid_rank: dict[tuple[str | None, int], tuple[int, int]] = {}  # (host,pid) -> (nranks, rank)
+        self._head_cache: dict[bytes, Stream] = {}  # opCount line prefix -> stream
 
     def stream_for(self, line: str) -> Stream:
         rank = local = pid = None
@@ -597,8 +598,12 @@ class _FileState:
         for m in _OPCOUNT.finditer(data, lo, end):
             ls = data.rfind(b"\n", 0, m.start()) + 1
             name = _OPNAME.search(data, max(ls, m.start() - 40), m.start())
-            head = data[ls:m.start()].decode("utf-8", "replace")
-            st = self.stream_for(head)
+            hb = data[ls:m.start()]
+            st = self._head_cache.get(hb)
+            if st is None:
+                st = self.stream_for(hb.decode("utf-8", "replace"))
+                if len(self._head_cache) < 4096:
+                    self._head_cache[hb] = st
             comm = st.comms.setdefault(m.group(6).decode(), {})
             comm["opCount"] = int(m.group(1), 16)
             comm["op"] = name.group(1).decode() if name else None
@@ -705,10 +710,36 @@ def scan_file(path: str, *, chunk_size: int = CHUNK) -> FileScan:
     return fs.finish()
 
 
-def _process(fs: _FileState, data: bytes, start: int, end: int, base_line: int, base: str) -> None:
-    if start >= end:
-        return
+_HS: list = []  # [database or None], built once per process
+
+
+def prefilter_backend() -> str:
+    """'hyperscan' (one pass for all needles) when installed, else 'bytes.find' (one pass per needle).
+
+    NCCL_DOCTOR_NO_HYPERSCAN=1 forces the pure-Python path."""
+    if not _HS:
+        db = None
+        if os.environ.get("NCCL_DOCTOR_NO_HYPERSCAN") != "1":
+            try:
+                import hyperscan
+
+                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                db.compile(expressions=[re.escape(n) for n in NEEDLES], ids=list(range(len(NEEDLES))),
+                           elements=len(NEEDLES), flags=[0] * len(NEEDLES))
+            except Exception:  # not installed, or cannot compile here
+                db = None
+        _HS.append(db)
+    return "hyperscan" if _HS[0] is not None else "bytes.find"
+
+
+def _candidate_starts(data: bytes, start: int, end: int) -> set[int]:
     starts: set[int] = set()
+    if prefilter_backend() == "hyperscan":
+        ends: list[int] = []
+        _HS[0].scan(data[start:end], match_event_handler=lambda _i, _f, to, _fl, _c: ends.append(to))
+        for to in ends:
+            starts.add(data.rfind(b"\n", 0, start + to) + 1)
+        return starts
     for needle in NEEDLES:
         pos = data.find(needle, start, end)
         while pos >= 0:
@@ -718,6 +749,13 @@ def _process(fs: _FileState, data: bytes, start: int, end: int, base_line: int, 
             if le < 0:
                 break
             pos = data.find(needle, le, end)
+    return starts
+
+
+def _process(fs: _FileState, data: bytes, start: int, end: int, base_line: int, base: str) -> None:
+    if start >= end:
+        return
+    starts = _candidate_starts(data, start, end)
     # line numbers: count newlines incrementally between sorted hits
     cache = {"pos": 0, "line": base_line}
 
