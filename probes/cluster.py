@@ -137,6 +137,8 @@ def host_info(r: _Rank) -> dict[str, Any]:
             info["findings"].extend(f"{res.name}: {f}" for f in res.findings)
             if res.status in ("timeout", "crashed"):
                 info["findings"].append(f"{res.name}: {res.status} ({res.detail})")
+        # Under a launcher MASTER_PORT is bound by the launcher's own store (or ours): expected.
+        info["facts"].pop("probe_master_port_bound_here", None)
         if "driver_version" in info["facts"]:
             info["versions"]["driver"] = str(info["facts"]["driver_version"])
     return info
