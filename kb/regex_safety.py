@@ -45,6 +45,7 @@ __all__ = [
     "time_pattern",
     "adversarial_inputs",
     "kb_patterns",
+    "worst_inputs",
     "INPUT_CHARS",
     "SLOW_SECONDS",
     "LARGE_REPEAT",
@@ -60,7 +61,8 @@ _ALPHABET = [chr(i) for i in range(128)] + [
     "\u00a0", "\u00e9", "\u00c9", "\u0131", "\u017f", "\u212a", "\u2028", "\u3000", "\u4e2d",
     "\u673a", "\uff0c", "\u0660",
 ]
-_ALL = frozenset(range(len(_ALPHABET)))
+_ALPHABET_LOCK = threading.RLock()
+_ALPHABET_SET = set(_ALPHABET)
 _PREFERRED = "a0 A_-.:/=,x!\u4e2d"  # representative characters, in order of preference
 _REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT}
 _POSSESSIVE = getattr(_c, "POSSESSIVE_REPEAT", None)
@@ -195,9 +197,52 @@ def _leaf_set(op, av, flags: int) -> frozenset[int]:
             regex = re.compile(text, key[1])
             found = frozenset(i for i, ch in enumerate(_ALPHABET) if regex.fullmatch(ch))
         except re.error:
-            found = _ALL
+            found = _all()
         _set_cache[key] = found
     return found
+
+
+def _all() -> frozenset[int]:
+    return frozenset(range(len(_ALPHABET)))
+
+
+def _literal_chars(items) -> set[str]:
+    out: set[str] = set()
+    for op, av in items:
+        if op in (_c.LITERAL, _c.NOT_LITERAL):
+            out.add(chr(av))
+        elif op is _c.IN:
+            for iop, iav in av:
+                if iop is _c.LITERAL:
+                    out.add(chr(iav))
+                elif iop is _c.RANGE:
+                    out.update({chr(iav[0]), chr(iav[1])})
+        elif op is _c.BRANCH:
+            for alt in av[1]:
+                out |= _literal_chars(alt)
+        elif op is _c.SUBPATTERN:
+            out |= _literal_chars(av[3])
+        elif _is_repeat(op):
+            out |= _literal_chars(av[2])
+        elif op in (_c.ASSERT, _c.ASSERT_NOT):
+            out |= _literal_chars(av[1])
+        elif _ATOMIC is not None and op is _ATOMIC:
+            out |= _literal_chars(av)
+        elif op is _c.GROUPREF_EXISTS:
+            out |= _literal_chars(av[1]) | (_literal_chars(av[2]) if av[2] else set())
+    return out
+
+
+def _extend_alphabet(tree) -> None:
+    """Add the pattern's own characters (CJK literals, say) to the alphabet sets are built on."""
+    new = {ch for ch in _literal_chars(tree) if ch not in _ALPHABET_SET}
+    for ch in new:
+        for variant in {ch, ch.lower(), ch.upper()}:
+            if len(variant) == 1 and variant not in _ALPHABET_SET:
+                _ALPHABET.append(variant)
+                _ALPHABET_SET.add(variant)
+    if new:
+        _set_cache.clear()
 
 
 def _is_repeat(op) -> bool:
@@ -252,7 +297,7 @@ class _Analyzer:
         if _ATOMIC is not None and op is _ATOMIC:
             return self.seq(av, flags)
         if op is _c.GROUPREF:
-            return _Info(True, _ALL, _ALL)
+            return _Info(True, _all(), _all())
         if op is _c.GROUPREF_EXISTS:
             _group, yes, no = av
             a = self.seq(yes, flags)
@@ -387,10 +432,27 @@ class _Checker:
                     continue
                 # One character the first repeat could have taken itself (`\s*[= ]\s*`): a run
                 # of it still splits quadratically when the second repeat takes it too.
-                if not separated and nop in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN) and info.chars & s1:
-                    shared, separated = s1 & info.chars, True
+                single = self._single_chars(nop, nav, iflags)
+                if not separated and single & s1:
+                    shared, separated = s1 & single, True
                     continue
                 return
+
+    def _single_chars(self, op, av, flags) -> frozenset[int]:
+        """Characters the item can match as a one-character string (`[= ]`, `(==|\\s)`)."""
+        if op in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN):
+            return self.an.node(op, av, flags).chars
+        if op is _c.SUBPATTERN and len(av[3]) == 1:
+            (iop, iav), = av[3]
+            return self._single_chars(iop, iav, _sub_flags(flags, av))
+        if op is _c.BRANCH:
+            out = frozenset()
+            for alt in av[1]:
+                if len(alt) == 1:
+                    (iop, iav), = alt
+                    out |= self._single_chars(iop, iav, flags)
+            return out
+        return _EMPTY
 
     def _against(self, q, qflags, s1, op, av, flags):
         """True: flagged; False: separated (stop); None: keep looking past this item."""
@@ -550,7 +612,9 @@ def check_pattern(pattern: str, flags: int = 0) -> list[str]:
     except re.error as exc:
         return [f"does not compile: {exc}"]
     try:
-        return _Checker(pattern, flags).run()
+        with _ALPHABET_LOCK:
+            _extend_alphabet(_p.parse(pattern, flags))
+            return _Checker(pattern, flags).run()
     except RecursionError:
         return ["pattern is nested too deeply to analyse"]
 
@@ -650,7 +714,13 @@ def adversarial_inputs(pattern: str, flags: int = 0, size: int = INPUT_CHARS) ->
     without its last character), then nothing or a character that fails. Also: the pattern's
     sample repeated without its last character, and long runs of each character it uses.
     """
+    with _ALPHABET_LOCK:
+        return _adversarial_inputs(pattern, flags, size)
+
+
+def _adversarial_inputs(pattern: str, flags: int, size: int) -> list[str]:
     tree = _p.parse(pattern, flags)
+    _extend_alphabet(tree)
     flags = tree.state.flags if hasattr(tree, "state") else flags
     an = _Analyzer(flags)
     out: list[str] = []
@@ -769,3 +839,26 @@ def kb_patterns(kb) -> list[tuple[str, str, int]]:
         for pattern in sym.patterns:
             out.append((f"{kb.origin(sym.id)} [{sym.id}]", pattern, re.IGNORECASE))
     return out
+
+
+def worst_inputs(pattern: str, flags: int = 0, *, size: int = INPUT_CHARS, budget: float = 1.0,
+                 keep: int = 2) -> list[tuple[float, str]]:
+    """The ``keep`` slowest :func:`adversarial_inputs` for ``pattern`` as ``(seconds, text)``,
+    slowest first (for feeding the engine itself). Main thread only: searches are cut off
+    after ``budget`` seconds by a timer."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        raise RuntimeError("worst_inputs needs the main thread (it interrupts searches with a timer)")
+    regex = re.compile(pattern, flags)
+    timed = []
+    old_handler = signal.signal(signal.SIGALRM, _raise_overrun)
+    try:
+        for text in adversarial_inputs(pattern, flags, size):
+            signal.setitimer(signal.ITIMER_REAL, budget)
+            try:
+                timed.append((_time_inputs(regex, [text], budget), text))
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        signal.signal(signal.SIGALRM, old_handler)
+    timed.sort(key=lambda pair: -pair[0])
+    return timed[:keep]
