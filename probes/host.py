@@ -565,6 +565,7 @@ def probe_gpu(ctx: Context) -> None:
 
 def _gpu_facts(ctx: Context, rows: list[tuple[str, str, str, str]]) -> None:
     ctx.fact("num_gpus", len(rows))
+    ctx.fact("probe_gpu_count", len(rows))
     if not rows:
         ctx.find("no GPUs visible")
         return

@@ -97,7 +97,7 @@ SPECS: tuple[ProbeSpec, ...] = (
               ("probe_rdma_kind", "probe_rdma_devices", "probe_rdma_ports_active", "probe_uverbs_present",
                "probe_peermem_loaded", "probe_nccl_net_plugin_found"), deadline=3.0),
     ProbeSpec("host.gpu", "GPU inventory, driver, MIG, fabric manager, NVLink, ECC", f"{_H}:probe_gpu",
-              ("num_gpus", "driver_version", "gpu_model", "gpu_class", "probe_gpu_mig_enabled",
+              ("num_gpus", "probe_gpu_count", "driver_version", "gpu_model", "gpu_class", "probe_gpu_mig_enabled",
                "probe_gpu_fabric_state", "probe_gpu_nvlink_inactive", "probe_gpu_ecc_uncorrected"),
               needs=("nvidia-ml-py or nvidia-smi",), deadline=4.0),
     ProbeSpec("host.versions", "torch, CUDA and NCCL versions", f"{_H}:probe_versions",
