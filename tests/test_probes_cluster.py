@@ -90,3 +90,20 @@ def test_local_collective_probe_runs_gloo_here():
     assert result.facts["probe_local_collective_ok"] is True and result.facts["probe_local_backend"] == "gloo"
     assert result.facts["probe_local_busbw_gbps"] > 0
     assert any("all_reduce busbw" in f for f in result.findings)
+
+
+def test_e_version_difference_names_the_odd_rank(doctor):
+    from nccl_doctor.probes.cluster import compare
+
+    def info(rank, host, nccl):
+        return {"rank": rank, "host": host, "env": {}, "interfaces": [], "shm_mb": 1000, "gpus": 8,
+                "versions": {"torch": "2.4.0", "cuda": "12.4", "nccl": nccl}, "facts": {}}
+
+    infos = {0: info(0, "n0", "2.21.5"), 1: info(1, "n1", "2.21.5"), 2: info(2, "n2", "2.18.1")}
+    facts, findings, diffs = compare(infos)
+    assert facts["probe_cluster_versions_differ"] is True
+    assert diffs[0]["odd_ranks"] == [2] and "rank 2 (n2): '2.18.1'" in findings[0]
+    session = doctor.session()
+    session.tell("multi-node training hangs at init")
+    session.set_fact("probe_cluster_versions_differ", True, source="probe", detail="cluster")
+    assert session.diagnoses()[0].id == "version_mismatch_across_nodes"
