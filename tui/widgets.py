@@ -49,6 +49,7 @@ class QuestionPanel(Vertical):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.question: Question | None = None
+        self._shape: tuple | None = None  # the answer buttons on screen, to skip rebuilding them
 
     def compose(self) -> ComposeResult:
         yield Static("", id="question-text")
@@ -62,17 +63,24 @@ class QuestionPanel(Vertical):
         text = self.query_one("#question-text", Static)
         help_ = self.query_one("#question-help", Static)
         grid = self.query_one("#answers", Grid)
-        grid.remove_children()
         self.border_title = counter or "Question"
+        shape = None if question is None else (question.type, tuple(question.choices))
+        rebuild = shape != self._shape or not grid.children
+        self._shape = shape
+        if rebuild:
+            grid.remove_children()
         if question is None:
             self.border_title = "Done"
             text.update("Nothing more worth asking.")
             help_.update("Press [b]f[/b] for the fix plan, [b]b[/b] to change an answer, or add more in your own words.")
-            grid.mount(Button("Show the fix plan (f)", name="ans-plan", variant="success", compact=True))
+            if rebuild:
+                grid.mount(Button("Show the fix plan (f)", name="ans-plan", variant="success", compact=True))
             return
         text.update(Text(question.text, style="bold"))
         extra = f"Your answer so far: {current}. " if current else ""
         help_.update(Text(extra + (question.help or ""), style="italic"))
+        if not rebuild:
+            return
         buttons: list[Button] = []
         if question.type == "bool":
             buttons += [Button("Yes (y)", name="ans-yes", variant="primary", compact=True),
@@ -141,16 +149,23 @@ class CausePanel(Vertical):
     def show(self, diagnoses: list[Diagnosis]) -> None:
         options = self.query_one("#cause-list", OptionList)
         keep = options.highlighted_option.id if options.highlighted_option is not None else None
-        options.clear_options()
-        if not diagnoses:
-            options.add_option(Option(Text("None yet: answer a question or add a log.", style="dim"), disabled=True))
-            return
+        ids = [d.id for d in diagnoses]
+        prompts = []
         for diagnosis in diagnoses:
             prompt = Text(diagnosis.title)
             prompt.append("\n")
             prompt.append_text(confidence_bar(diagnosis.confidence))
-            options.add_option(Option(prompt, id=diagnosis.id))
-        ids = [d.id for d in diagnoses]
+            prompts.append(prompt)
+        shown = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        if ids and shown == ids:  # same causes, same order: only the bars move
+            for cause_id, prompt in zip(ids, prompts):
+                options.replace_option_prompt(cause_id, prompt)
+            return
+        options.clear_options()
+        if not diagnoses:
+            options.add_option(Option(Text("None yet: answer a question or add a log.", style="dim"), disabled=True))
+            return
+        options.add_options([Option(p, id=i) for i, p in zip(ids, prompts)])
         options.highlighted = ids.index(keep) if keep in ids else 0
 
     def selected_cause(self) -> str | None:
