@@ -159,21 +159,17 @@ class HangReport:
             host = rec.get("host")
             if host and not r.host and host not in ("localhost",):
                 r.host = host
-        for host_key in ("ranks",):
-            for rank, info in (self.ras.get(host_key) or {}).items():
-                r = self.ranks.setdefault(rank, _Rank(rank=rank))
-                r.host = r.host or info.get("host")
+        for rank, info in (self.ras.get("ranks") or {}).items():  # NCCL RAS names host per rank
+            r = self.ranks.setdefault(rank, _Rank(rank=rank))
+            r.host = r.host or info.get("host")
         members = set(self.ranks)
         for rs in pg_ranks.values():
             members |= rs
-        for key in ("never_joined",):
-            members |= set(self.desync.get(key, []))
+        members |= set(self.desync.get("never_joined", []))
         for st in [r.stream for r in self.ranks.values() if r.stream]:
             members |= set(st.barrier_missing)
         world = max([widest] + [m + 1 for m in members] + [0])
         self.world = world or None
-        if "flight_recorder" in self.kinds or "watchdog" in self.kinds or "pg_status" in self.kinds:
-            pass
 
     # -- analysis ------------------------------------------------------------------------------
     def _analyze(self) -> None:

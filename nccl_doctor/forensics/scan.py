@@ -129,8 +129,8 @@ class Stream:
             self.comms.setdefault(k, {}).update(c)
         for ev in other.events:
             self.add_event(ev)
-        if other.first_primary is not None:
-            self.add_event(other.first_primary) if other.first_primary not in other.events else None
+        if other.first_primary is not None and other.first_primary not in other.events:
+            self.add_event(other.first_primary)
         self.events.sort(key=lambda e: (e.ts is None, e.ts or 0))
         self.exit = self.exit or other.exit
         self.barrier_missing = sorted(set(self.barrier_missing) | set(other.barrier_missing))
