@@ -3,7 +3,8 @@
 Leading causes are those within reach of the best one (at least 40 % of its confidence and
 above 0.15), at most four. Their fixes are taken in cause order; a fix shared by two causes
 appears once and names both. Cheap decisive checks come first (by cost), then changes, then
-workarounds, each group in the order of the causes they serve.
+workarounds, each group in the order of the causes they serve — except when the best cause is
+all but certain (:data:`CERTAIN`): then checking is done, and its first fix leads the plan.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from .results import Diagnosis, Plan, PlanStep
 __all__ = ["build_plan", "MAX_PLAN_CAUSES"]
 
 MAX_PLAN_CAUSES = 4
+CERTAIN = 0.85
 _KIND_ORDER = {"check": 0, "change": 1, "workaround": 2}
 
 
@@ -36,6 +38,11 @@ def build_plan(kb: KnowledgeBase, diagnoses: list[Diagnosis]) -> Plan:
             kb.causes[leading[first_rank[f]].id].fixes.index(f),
         ),
     )
+    if top >= CERTAIN:
+        main_fix = next((f for f in kb.causes[leading[0].id].fixes if kb.fixes[f].kind != "check"), None)
+        if main_fix is not None:
+            order.remove(main_fix)
+            order.insert(0, main_fix)
     steps = []
     for number, fix_id in enumerate(order, start=1):
         fix = kb.fixes[fix_id]
