@@ -36,7 +36,7 @@ def _port() -> int:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("gloo")
-    env = dict(os.environ, PG_TIMEOUT="3", SLEEP="5")
+    env = dict(os.environ, PG_TIMEOUT="3", SLEEP="8")  # late ranks wake well after the others time out
     launcher = subprocess.Popen([sys.executable, str(WORKER), "launch", str(out)], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     (out / "crash").mkdir()
