@@ -119,8 +119,9 @@ def test_rank_that_crashed_first(runs):
 def test_whole_node_missing(runs):
     rep = analyze_paths([str(runs / "node")])
     d = rep.to_dict()
-    assert d["missing_hosts"] == ["nodeB"]
-    assert d["missing_ranks"] == [2, 3] and d["waiting_ranks"] == [0, 1]
+    logs = {p.name: p.read_text(errors="replace")[-1500:] for p in sorted((runs / "node").iterdir())}
+    assert d and d["missing_hosts"] == ["nodeB"], (d, logs)
+    assert d["missing_ranks"] == [2, 3] and d["waiting_ranks"] == [0, 1], (d, logs)
     assert d["hosts"] == {"nodeA": [0, 1], "nodeB": [2, 3]}
     facts = rep.facts()
     assert facts["hang_node_missing"][0] is True and facts["hang_culprit_host"][0] == "nodeB"
