@@ -79,25 +79,59 @@ _HOST_SETTINGS = [
     re.compile(r"(?i)--(?:master[_-]addr|rdzv[_-]endpoint|host(?:s|file)?)[= ]+[\"']?([A-Za-z][A-Za-z0-9_.-]{1,62})"),
     re.compile(r"(?i)\b(?:hostname|host name|node|on host|from host)\s*[=:]?\s*'?([A-Za-z][A-Za-z0-9-]*\d[A-Za-z0-9-]*)\b"),
 ]
+# Free-text machine names: a word such as node / gpu / worker in the name, ending in a number
+# (gpu-node-07, worker-3, node01, dgx-a100-12); "gpu0" or "rank1" alone are not hosts.
+_NAMED_HOST = re.compile(
+    r"(?<![\w.-])((?=[a-z0-9-]*(?:node|gpu|worker|host|compute|master|dgx|hgx|server|srv|login|head))"
+    r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?:-\d+|[a-z]\d{2,}))(?![\w-])"
+)
 _NOT_HOSTS = {"localhost", "ip", "rank", "node", "nodes", "host", "hosts", "none", "null", "true", "false"}
 
 
 class Redactor:
     """Replaces host names, IP addresses and secrets with placeholders that stay stable across
-    every string it redacts (so ``<host-1>`` is the same machine throughout a report)."""
+    every string it redacts (so ``<host-1>`` is the same machine throughout a report).
+
+    Host names and addresses are first *learned* from what the user gave (descriptions, log
+    lines, fact values), then replaced wherever they appear; so the example addresses in the
+    knowledge base's commands stay readable. Secrets are recognised by their shape everywhere.
+    """
 
     def __init__(self, hosts: Iterable[str] = ()):
         self._names: dict[str, str] = {}
         self._counts: dict[str, int] = {}
         self._hosts: set[str] = {h for h in hosts if h}
+        self._ips: set[str] = set()
 
-    def learn_hosts(self, text: str) -> None:
-        """Collect host names from the places logs and launch commands name them."""
+    def learn(self, text: str) -> None:
+        """Collect host names and IP addresses from text the user gave."""
         for pattern in [_HOST_PREFIX, *_HOST_SETTINGS]:
             for match in pattern.finditer(text):
-                name = match.group(1).rstrip(".")
-                if name.lower() not in _NOT_HOSTS and len(name) >= 3 and not _is_ip(name):
-                    self._hosts.add(name)
+                self._add_host(match.group(1).rstrip("."))
+        for match in _AWS_HOST.finditer(text):
+            self._add_host(match.group(0))
+        for match in _NAMED_HOST.finditer(text):
+            self._add_host(match.group(1))
+        for match in _FQDN.finditer(text):
+            if _looks_like_host(match.group(1)):
+                self._add_host(match.group(1))
+        for match in _IPV4.finditer(text):
+            value = match.group(1)
+            if _is_ip(value) and value not in ("0.0.0.0", "127.0.0.1", "255.255.255.255"):
+                self._ips.add(value)
+        for match in _IPV6_CANDIDATE.finditer(text):
+            value = match.group(1).rstrip(".")
+            if value.endswith(":") and not value.endswith("::"):
+                value = value[:-1]
+            if ("::" in value or value.count(":") == 7) and _is_ip(value) and value not in ("::", "::1"):
+                self._ips.add(value)
+
+    learn_hosts = learn
+
+    def _add_host(self, name: str) -> None:
+        if (len(name) >= 3 and name.lower() not in _NOT_HOSTS and not _is_ip(name)
+                and not re.fullmatch(r"[A-Z0-9_]*_[A-Z0-9_]*", name)):  # MASTER_PORT is not a host
+            self._hosts.add(name)
 
     def _placeholder(self, kind: str, value: str) -> str:
         key = f"{kind}\0{value.lower()}"
@@ -112,43 +146,14 @@ class Redactor:
         for pattern in _SECRET_PATTERNS:
             text = pattern.sub(_hide_secret, text)
         text = _SECRET_TOKENS.sub("<secret>", text)
-        text = _AWS_HOST.sub(lambda m: self._placeholder("host", m.group(0)), text)
         for host in sorted(self._hosts, key=len, reverse=True):
-            text = re.sub(rf"(?<![\w<-]){re.escape(host)}(?![\w>-])", lambda m: self._placeholder("host", m.group(0)), text)
-        text = _FQDN.sub(self._fqdn, text)
-        text = _IPV6_CANDIDATE.sub(self._ipv6, text)
-        text = _IPV4.sub(self._ipv4, text)
+            text = re.sub(rf"(?<![\w<.-]){re.escape(host)}(?![\w>-]|\.\w)",
+                          lambda m: self._placeholder("host", m.group(0)), text)
+        for ip in sorted(self._ips, key=len, reverse=True):
+            guard = r"(?<![\w.])"
+            after = r"(?![\w:])" if ":" in ip else r"(?!\.?\d)"
+            text = re.sub(guard + re.escape(ip) + after, lambda m: self._placeholder("ip", m.group(0)), text)
         return text
-
-    def _fqdn(self, match: re.Match[str]) -> str:
-        name = match.group(1)
-        labels = name.split(".")
-        # "train.py"-like names and dotted Python modules are not hosts: ask for a digit or a
-        # private-network suffix, and at least three labels for public suffixes.
-        private = labels[-1].lower() in {"internal", "local", "lan", "corp", "intra", "intranet", "cluster",
-                                         "compute", "localdomain", "home"}
-        if private or (len(labels) >= 3 and any(ch.isdigit() for ch in labels[0])):
-            return self._placeholder("host", name)
-        return name
-
-    def _ipv4(self, match: re.Match[str]) -> str:
-        value = match.group(1)
-        if not _is_ip(value):
-            return value
-        if value in ("0.0.0.0", "127.0.0.1", "255.255.255.255"):
-            return value
-        return self._placeholder("ip", value)
-
-    def _ipv6(self, match: re.Match[str]) -> str:
-        value = match.group(1)
-        tail = ""
-        while value.endswith((".", ":")) and not value.endswith("::"):
-            value, tail = value[:-1], value[-1] + tail
-        if "::" not in value and value.count(":") != 7:
-            return value + tail  # times (12:34:56) and "host:pid:tid" prefixes are not addresses
-        if not _is_ip(value) or value in ("::", "::1"):
-            return value + tail
-        return self._placeholder("ip", value) + tail
 
     def data(self, value: Any) -> Any:
         """Redact every string inside a JSON-like structure (keys included)."""
@@ -159,6 +164,19 @@ class Redactor:
         if isinstance(value, (list, tuple)):
             return [self.data(v) for v in value]
         return value
+
+
+_PRIVATE_SUFFIXES = {"internal", "local", "lan", "corp", "intra", "intranet", "cluster", "compute",
+                     "localdomain", "home"}
+
+
+def _looks_like_host(name: str) -> bool:
+    """``train.py`` and dotted Python modules are not hosts: ask for a private-network suffix, or
+    at least three labels with a digit in the first (node01.example.com)."""
+    labels = name.split(".")
+    if labels[-1].lower() in _PRIVATE_SUFFIXES:
+        return True
+    return len(labels) >= 3 and any(ch.isdigit() for ch in labels[0])
 
 
 def _hide_secret(match: re.Match[str]) -> str:
@@ -181,7 +199,7 @@ def _is_ip(text: str) -> bool:
 def redact(text: str, *, hosts: Iterable[str] = ()) -> str:
     """``text`` with host names, IP addresses and secrets replaced by placeholders."""
     redactor = Redactor(hosts)
-    redactor.learn_hosts(text)
+    redactor.learn(text)
     return redactor(text)
 
 
@@ -212,14 +230,15 @@ def _percent(value: float) -> str:
     return f"{round(max(value, 0.0) * 100)}%"
 
 
-def plan_markdown(plan: Plan, titles: Mapping[str, str] | None = None, *, heading: str = "##") -> str:
+def plan_markdown(plan: Plan, titles: Mapping[str, str] | None = None, *, heading: str = "##",
+                  show_causes: bool = True) -> str:
     """The fix plan: numbered steps, commands and environment in code blocks."""
     titles = titles or {}
     out = [f"{heading} Fix plan"]
     if not plan.steps:
         out.append(plan.note or "Nothing to change yet.")
         return "\n\n".join(out)
-    if plan.causes:
+    if plan.causes and show_causes:
         out.append("For: " + ", ".join(f"**{titles.get(c, c)}**" for c in plan.causes))
     if plan.note:
         out.append(f"> {plan.note}")
@@ -338,6 +357,20 @@ def _given_markdown(session: Session) -> str:
     return "\n\n".join(parts)
 
 
+def _learn_session(redactor: Redactor, session: Session) -> None:
+    """Learn private names from what the user gave: descriptions, log lines, fact values."""
+    for text in session.texts:
+        redactor.learn(text)
+    for log in session.logs:
+        redactor.learn(log.name)
+        for info in log.hits.values():
+            redactor.learn(str(info.get("line", "")))
+            redactor.learn(" ".join(str(v) for v in (info.get("captures") or {}).values()))
+    for record in session.facts().values():
+        if record.source.kind != "rule" and isinstance(record.value, str):
+            redactor.learn(record.value)
+
+
 def session_markdown(session: Session, *, redact: bool = False, title: str = "nccl-doctor report") -> str:
     """The whole session as one Markdown document (optionally redacted)."""
     diagnoses = session.diagnoses()
@@ -361,9 +394,7 @@ def session_markdown(session: Session, *, redact: bool = False, title: str = "nc
     text = "\n\n".join(parts) + "\n"
     if redact:
         redactor = Redactor()
-        for given_text in session.texts:
-            redactor.learn_hosts(given_text)
-        redactor.learn_hosts(text)
+        _learn_session(redactor, session)
         text = redactor(text)
         text += "\n*Host names, IP addresses and secrets were redacted.*\n"
     return text
@@ -374,9 +405,7 @@ def session_json(session: Session, *, redact: bool = False, indent: int | None =
     data: Any = session.report()
     if redact:
         redactor = Redactor()
-        for given_text in session.texts:
-            redactor.learn_hosts(given_text)
-        redactor.learn_hosts(json.dumps(data, ensure_ascii=False))
+        _learn_session(redactor, session)
         data = redactor.data(data)
         data["redacted"] = True
     return json.dumps(data, ensure_ascii=False, indent=indent, sort_keys=False) + "\n"

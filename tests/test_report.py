@@ -22,6 +22,7 @@ gpu-node-07:1234:1234 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.2.3<0> [1]ib
      ["abcdefgh12345678", "AKIAABCDEFGHIJKLMNOP", "bob:pw"], ["Authorization:", "https://"]),
     ("ip-172-31-5-10.ec2.internal and node01.example.com, 2001:db8::5 and 192.168.0.10/24",
      ["172-31-5-10", "node01.example", "2001:db8::5", "192.168.0.10"], ["/24"]),
+    ("it hangs between gpu-node-07 and worker-3, and node01 is slow", ["gpu-node-07", "worker-3", "node01"], ["hangs"]),
 ])
 def test_redact_removes_hosts_addresses_and_secrets(text, gone, kept):
     out = redact(text)
@@ -37,6 +38,7 @@ def test_redact_removes_hosts_addresses_and_secrets(text, gone, kept):
     "see https://pytorch.org/docs and torch.distributed.elastic, train.py line 12",
     "TOKENIZERS_PARALLELISM=false NCCL_SOCKET_IFNAME=eth0 127.0.0.1 ::1",
     "00:1a:2b:3c:4d:5e",
+    "rank1 on gpu0 with mlx5_0 and Llama-3 on A100 nodes",
 ])
 def test_redact_keeps_what_is_not_private(text):
     assert redact(text) == text

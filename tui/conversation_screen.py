@@ -33,7 +33,7 @@ class ConversationScreen(Screen[None]):
         Binding("y", "answer('yes')", "Yes"),
         Binding("n", "answer('no')", "No"),
         *[Binding(str(i), f"answer('{i}')", f"Choice {i}", show=False) for i in range(1, MAX_CHOICE_KEYS + 1)],
-        Binding("d", "answer('dk')", "Don't know"),
+        Binding("d", "answer('dk')", "Not sure"),
         Binding("w", "why", "Why?"),
         Binding("h", "how", "How?"),
         Binding("b", "back", "Back"),

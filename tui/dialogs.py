@@ -27,7 +27,7 @@ HELP_MARKDOWN = """\
 | `Enter` | start | begin with what you typed (text, pasted log lines, or a log file path) |
 | `y` / `n` | question | answer yes / no |
 | `1`…`9` | question | pick a choice |
-| `d` | question | don't know (the question is not asked again) |
+| `d` | question | not sure / don't know (the question is not asked again) |
 | `t` | question | type an answer in your own words, or add more text / a log path |
 | `Esc` | anywhere | leave the text box, close a window, go back |
 | `w` | question | why are you asking this? |
@@ -50,7 +50,8 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog", classes="wide"):
+        with Vertical(id="dialog", classes="wide tall") as box:
+            box.border_title = "Help"
             with VerticalScroll():
                 yield Markdown(HELP_MARKDOWN)
             yield Button("Close (Esc)", id="close", compact=True)
@@ -71,7 +72,7 @@ class ExplainScreen(ModalScreen[None]):
         self.title_text = title
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog", classes="wide") as box:
+        with Vertical(id="dialog", classes="wide tall") as box:
             box.border_title = self.title_text
             with VerticalScroll(id="explain-scroll"):
                 yield Markdown(self.markdown, id="explain")
@@ -191,9 +192,10 @@ class ProbeScreen(ModalScreen["list[str] | None"]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="wide") as box:
             box.border_title = "Probes"
-            lines = ["These checks run on this machine, read-only, and can settle the open questions:"]
+            lines = ["These read-only checks run on this machine and can settle open questions:"]
             for entry in self.suggestions:
-                lines.append(f"  • {entry['probe']}: would tell {', '.join(entry['facts'])}")
+                facts = ", ".join(entry["facts"][:2]) + (" …" if len(entry["facts"]) > 2 else "")
+                lines.append(f"  • {entry['probe']} ({facts})")
             yield Static("\n".join(lines), id="probe-offer")
             yield ProgressBar(total=max(len(self.suggestions), 1), show_eta=False, id="probe-progress")
             yield RichLog(id="probe-log", wrap=True, markup=False, min_width=20)

@@ -31,7 +31,7 @@ def plan_page(session: Session) -> str:
         lines = [f"{i}. **{d.title}** — {round(max(d.confidence, 0) * 100)}%"
                  for i, d in enumerate(diagnoses[:4], start=1)]
         parts.append("## Most likely\n\n" + "\n".join(lines))
-    parts.append(plan_markdown(plan, titles))
+    parts.append(plan_markdown(plan, titles, show_causes=False))
     answers = session.answers()
     if answers or session.unknown:
         kb = session.doctor.kb

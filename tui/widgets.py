@@ -22,6 +22,7 @@ __all__ = ["QuestionPanel", "CausePanel", "confidence_bar", "MAX_CHOICE_KEYS"]
 
 MAX_CHOICE_KEYS = 9
 BAR_WIDTH = 16
+TITLE_CHARS = 52  # two lines of the side panel at 80 columns
 
 
 def confidence_bar(confidence: float, width: int = BAR_WIDTH) -> Text:
@@ -73,12 +74,14 @@ class QuestionPanel(Vertical):
             self.border_title = "Done"
             text.update("Nothing more worth asking.")
             help_.update("Press [b]f[/b] for the fix plan, [b]b[/b] to change an answer, or add more in your own words.")
+            help_.display = True
             if rebuild:
                 grid.mount(Button("Show the fix plan (f)", name="ans-plan", variant="success", compact=True))
             return
         text.update(Text(question.text, style="bold"))
         extra = f"Your answer so far: {current}. " if current else ""
         help_.update(Text(extra + (question.help or ""), style="italic"))
+        help_.display = bool(extra or question.help)
         if not rebuild:
             return
         buttons: list[Button] = []
@@ -89,7 +92,9 @@ class QuestionPanel(Vertical):
             for index, choice in enumerate(question.choices, start=1):
                 key = f"{index} " if index <= MAX_CHOICE_KEYS else ""
                 buttons.append(Button(f"{key}{choice_label(choice)}", name=f"ans-choice-{index}", compact=True))
-        buttons.append(Button("Don't know (d)", name="ans-dk", compact=True))
+        buttons.append(Button("Not sure (d)", name="ans-dk", compact=True))
+        longest = max(len(str(b.label)) for b in buttons)
+        grid.styles.grid_size_columns = 3 if longest <= 13 else 2
         grid.mount_all(buttons)
         self.query_one("#own-words", Input).placeholder = (
             "…or answer in your own words (t)" if question.type in ("bool", "choice")
@@ -152,7 +157,8 @@ class CausePanel(Vertical):
         ids = [d.id for d in diagnoses]
         prompts = []
         for diagnosis in diagnoses:
-            prompt = Text(diagnosis.title)
+            title = diagnosis.title if len(diagnosis.title) <= TITLE_CHARS else diagnosis.title[:TITLE_CHARS - 1].rstrip() + "…"
+            prompt = Text(title)
             prompt.append("\n")
             prompt.append_text(confidence_bar(diagnosis.confidence))
             prompts.append(prompt)
