@@ -4,7 +4,8 @@ Symptom phrases match word by word: a phrase word matches a word of the text tha
 it ("hang" ~ "hanging", "init" ~ "initialization") or is within a small edit distance of it
 (rapidfuzz, for typos), and all the phrase's words must occur close together. A phrase just
 after a negation ("not", "never", "doesn't") does not count. Phrases in Chinese (or any text
-without spaces) match as substrings, fuzzily when long enough.
+without spaces) match as substrings, fuzzily when long enough. Symptom regexes run line by line
+over lines cut to 2,000 characters, so hostile input cannot drive one into long backtracking.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ _NEGATORS = frozenset(
 _WINDOW_SLACK = 4
 _FUZZY_LIMIT = 20_000  # unique words; beyond this only exact and prefix matches count
 _MAX_STARTS = 2_000
+_PATTERN_LINE_CHARS = 2_000
 
 
 @dataclass(frozen=True)
@@ -151,11 +153,14 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     """Every symptom the text mentions, best phrase per symptom, in KB order."""
     lowered = text.lower()
     index = _TextIndex(tokens(text))
+    # Patterns see one line at a time, each cut to a bounded length, so no pattern can be
+    # driven into long backtracking by a huge run of text.
+    lines = [line[:_PATTERN_LINE_CHARS] for line in text.splitlines() if line.strip()]
     matches: list[SymptomMatch] = []
     for symptom in ckb.kb.symptoms.values():
         best: SymptomMatch | None = None
         for regex in ckb.symptom_regexes.get(symptom.id, ()):
-            found = regex.search(text)
+            found = next((f for line in lines if (f := regex.search(line))), None)
             if found:
                 caps = {k: v for k, v in found.groupdict().items() if v is not None}
                 best = SymptomMatch(symptom.id, found.group(0), 1.0, caps)
