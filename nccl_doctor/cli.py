@@ -82,11 +82,14 @@ def _add_logs(session: Any, args: list[str]) -> tuple[list[str], dict | None, li
         files = expand_log_args(args)
     except LogProblem as exc:
         raise UsageError(str(exc)) from None
+    from .forensics.frdump import looks_like_dump
     from .scanner import LineFilter, scan_file
 
     line_filter = LineFilter(session.doctor.compiled)
     for path in files:
         try:
+            if path != "-" and _is_dump(path, looks_like_dump):
+                continue  # Flight Recorder dumps go to the hang analysis only
             if path == "-":
                 session.add_log(read_lines(path), name="stdin")
             else:
@@ -97,10 +100,8 @@ def _add_logs(session: Any, args: list[str]) -> tuple[list[str], dict | None, li
     hang, lines = None, []
     real = [f for f in files if f != "-"]
     if real:
-        try:
-            from .forensics import analyze_paths
-        except ImportError:
-            return files, None, []
+        from .forensics import analyze_paths
+
         report = analyze_paths(real)
         for fact, (value, detail) in report.facts().items():
             if fact in session.doctor.kb.facts:
@@ -108,6 +109,14 @@ def _add_logs(session: Any, args: list[str]) -> tuple[list[str], dict | None, li
         hang = report.to_dict()
         lines = report.summary_lines()
     return files, hang, lines
+
+
+def _is_dump(path: str, looks_like_dump: Any) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return looks_like_dump(handle.read(4096)) is not None
+    except OSError:
+        return False
 
 
 def _run_probes(session: Any, names: list[str], deadline: float, quiet: bool) -> list[dict]:

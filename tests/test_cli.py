@@ -124,3 +124,20 @@ def test_kb_subcommands():
     assert stats["causes"] >= 1 and stats["signatures"] >= 1
     assert run("kb", "schema", "--check").returncode == 0
     assert run("kb", "frobnicate").returncode == 2
+
+
+def test_per_rank_logs_name_the_rank_everyone_waits_for(tmp_path):
+    for rank in (0, 1, 3):
+        (tmp_path / f"rank{rank}.log").write_text(
+            f"[rank{rank}]:[E1121 10:00:00.000000 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, Timeout(ms)=600000) "
+            "ran for 600012 milliseconds before timing out.\n")
+    (tmp_path / "rank2.log").write_text(
+        "node1:100:100 [2] NCCL INFO comm 0x55 rank 2 nranks 4 cudaDev 2 busId 3000 commId 0xabc - Init COMPLETE\n"
+        "[rank2]: epoch 3 step 100 loss 0.5\n")
+    out = as_json(run("--log", str(tmp_path), "--json"))
+    hang = out["hang"]
+    assert {"group", "op", "seq", "waiting_ranks", "missing_ranks", "first_failure"} <= set(hang)
+    assert hang["op"] == "ALLREDUCE" and hang["seq"] == 7
+    assert hang["waiting_ranks"] == [0, 1, 3] and hang["missing_ranks"] == [2]
+    assert out["facts"]["hang_one_rank_behind"]["value"] is True
