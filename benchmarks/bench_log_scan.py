@@ -32,9 +32,9 @@ NOISE = [
 
 def kb_lines() -> tuple[list[str], list[str]]:
     """The KB's signature patterns and the lines its examples say must match."""
-    from nccl_doctor import load_doctor
+    from nccl_doctor.kb.load import kb_files, load_files, DATA_DIR
 
-    kb = load_doctor().kb
+    kb = load_files(kb_files(DATA_DIR))
     patterns = [s.pattern for s in kb.signatures.values()]
     planted = [line for s in kb.signatures.values() for e in s.examples.fires for line in e.log.splitlines() if line]
     return patterns, planted

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..kb.model import Fact, KnowledgeBase, Rule
 from .conditions import Predicate, compile_condition, condition_facts, uses_absence
+from .regex_code import rebuild
 from .values import ValueProblem, coerce
 
 __all__ = ["CompiledRule", "CompiledKB", "CompileError", "compile_kb"]
@@ -27,13 +28,14 @@ class LazyRegexes(dict):
     """Signature regexes compiled on first use: a one-shot run touches only the few whose
     needles appear. The patterns were all compiled once when the KB was loaded from YAML."""
 
-    def __init__(self, patterns: dict[str, tuple[str, int]]):
+    def __init__(self, patterns: dict[str, tuple[str, int]], codes: dict | None = None):
         super().__init__()
         self._patterns = patterns
+        self._codes = codes
 
     def __missing__(self, key: str) -> re.Pattern[str]:
         pattern, flags = self._patterns[key]
-        regex = self[key] = re.compile(pattern, flags)
+        regex = self[key] = rebuild(pattern, flags, self._codes)
         return regex
 
     def __contains__(self, key: object) -> bool:
@@ -113,11 +115,12 @@ def _influence(kb: KnowledgeBase) -> dict[str, frozenset[str]]:
     return out
 
 
-def compile_kb(kb: KnowledgeBase, *, validate: bool = False) -> CompiledKB:
+def compile_kb(kb: KnowledgeBase, *, validate: bool = False, regex_codes: dict | None = None) -> CompiledKB:
     """Compile and cross-check a KB; raise :class:`CompileError` listing every problem.
 
     Signature regexes compile lazily; ``validate`` compiles them all now (the loader does so
-    whenever it reads YAML, so a cached KB is known to compile).
+    whenever it reads YAML, so a cached KB is known to compile). ``regex_codes`` are compiled
+    regexes exported by :mod:`engine.regex_code` (the KB cache keeps them) to skip re-parsing.
     """
     problems: list[str] = []
     rules: list[CompiledRule] = []
@@ -158,7 +161,7 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False) -> CompiledKB:
         compiled_patterns = []
         for pattern in sym.patterns:
             try:
-                compiled_patterns.append(re.compile(pattern, re.IGNORECASE))
+                compiled_patterns.append(rebuild(pattern, re.IGNORECASE, regex_codes))
             except re.error as exc:
                 problems.append(f"{where}: pattern {pattern!r} does not compile: {exc}")
         sym_regexes[sym.id] = tuple(compiled_patterns)
@@ -178,7 +181,7 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False) -> CompiledKB:
         rules=tuple(rules),
         rules_by_fact={k: tuple(v) for k, v in by_fact.items()},
         absence_rules=absence,
-        signature_regexes=LazyRegexes(sig_patterns),
+        signature_regexes=LazyRegexes(sig_patterns, regex_codes),
         symptom_regexes=sym_regexes,
         influence=_influence(kb),
     )

@@ -75,8 +75,8 @@ class LogSummary:
 class Doctor:
     """A compiled knowledge base. Immutable after construction; share it between threads."""
 
-    def __init__(self, kb: KnowledgeBase, *, validate: bool = False):
-        self._ckb = compile_kb(kb, validate=validate)
+    def __init__(self, kb: KnowledgeBase, *, validate: bool = False, regex_codes: dict | None = None):
+        self._ckb = compile_kb(kb, validate=validate, regex_codes=regex_codes)
         self._options = answer_options(self._ckb)
 
     @property

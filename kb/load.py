@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .model import KnowledgeBase, freeze
+from .model import KnowledgeBase, freeze, without_examples
 
-__all__ = ["KBError", "Problem", "DATA_DIR", "load_kb", "load_files", "kb_fingerprint"]
+__all__ = ["KBError", "Problem", "DATA_DIR", "load_kb", "load_kb_with_regexes", "load_files", "kb_fingerprint"]
 
 DATA_DIR = Path(__file__).with_name("data")
 SECTIONS = ("facts", "symptoms", "signatures", "rules", "causes", "fixes")
-_CACHE_FORMAT = b"nccl-doctor-kb-cache-1\n"
+_CACHE_FORMAT = b"nccl-doctor-kb-cache-2\n"
 
 
 def _safe_loader():
@@ -177,7 +177,7 @@ def _cache_dir() -> Path:
     return Path(base) / "nccl-doctor"
 
 
-def _read_cache(path: Path) -> KnowledgeBase | None:
+def _read_cache(path: Path) -> tuple[KnowledgeBase, dict] | None:
     """Our own compiled cache: trusted only if this user owns it and nobody else can write it."""
     try:
         stat = path.stat()
@@ -186,26 +186,44 @@ def _read_cache(path: Path) -> KnowledgeBase | None:
         data = path.read_bytes()
         if not data.startswith(_CACHE_FORMAT):
             return None
-        kb = pickle.loads(data[len(_CACHE_FORMAT):])  # noqa: S301 - written by load_kb, checked above
-        return kb if isinstance(kb, KnowledgeBase) else None
+        kb, codes = pickle.loads(data[len(_CACHE_FORMAT):])  # noqa: S301 - written by load_kb, checked above
+        return (kb, codes) if isinstance(kb, KnowledgeBase) and isinstance(codes, dict) else None
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError, ImportError):
         return None
 
 
-def _write_cache(path: Path, kb: KnowledgeBase) -> None:
+def _write_cache(path: Path, kb: KnowledgeBase, codes: dict) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(_CACHE_FORMAT + pickle.dumps(kb, protocol=pickle.HIGHEST_PROTOCOL))
+            handle.write(_CACHE_FORMAT + pickle.dumps((kb, codes), protocol=pickle.HIGHEST_PROTOCOL))
         os.replace(tmp, path)
     except OSError:
         pass
 
 
+def _regex_codes(kb: KnowledgeBase) -> dict:
+    import re
+
+    from ..engine.regex_code import export_all
+
+    patterns = [(s.pattern, re.IGNORECASE if s.ignore_case else 0) for s in kb.signatures.values()]
+    patterns += [(p, re.IGNORECASE) for s in kb.symptoms.values() for p in s.patterns]
+    return export_all(patterns)
+
+
 def load_kb(directory: Path | None = None, *, use_cache: bool = True) -> KnowledgeBase:
-    """Load the KB folder (the packaged one by default), through a compiled cache when possible.
+    """Load the KB folder (see :func:`load_kb_with_regexes`)."""
+    return load_kb_with_regexes(directory, use_cache=use_cache)[0]
+
+
+def load_kb_with_regexes(directory: Path | None = None, *, use_cache: bool = True) -> tuple[KnowledgeBase, dict]:
+    """The KB folder (the packaged one by default) and its compiled regexes, through a cache.
+
+    The examples beside rules, symptoms and signatures are left out (lint and the example
+    tests read them with :func:`load_files`).
 
     The cache (in ``$XDG_CACHE_HOME/nccl-doctor``) is keyed by the files' names, sizes and
     modification times, so an edited file is always re-read; a cache that cannot be read or
@@ -221,7 +239,8 @@ def load_kb(directory: Path | None = None, *, use_cache: bool = True) -> Knowled
         cached = _read_cache(cache)
         if cached is not None:
             return cached
-    kb = load_files(paths)
+    kb = without_examples(load_files(paths))
+    codes = _regex_codes(kb)
     if cache is not None:
-        _write_cache(cache, kb)
-    return kb
+        _write_cache(cache, kb, codes)
+    return kb, codes

@@ -12,13 +12,13 @@ from typing import Any, Union
 
 __all__ = [
     "Fact", "Example", "Examples", "Symptom", "Signature", "Condition", "Evidence", "Action",
-    "Rule", "Fix", "Cause", "KnowledgeBase", "freeze", "RUNTIME_TYPES",
+    "Rule", "Fix", "Cause", "KnowledgeBase", "freeze", "without_examples", "RUNTIME_TYPES",
 ]
 
 FactValue = Union[bool, int, float, str]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Fact:
     id: str
     type: str
@@ -29,7 +29,7 @@ class Fact:
     probes: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Example:
     facts: dict[str, FactValue] = field(default_factory=dict)
     text: str = ""
@@ -37,13 +37,13 @@ class Example:
     note: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Examples:
     fires: list[Example] = field(default_factory=list)
     silent: list[Example] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Symptom:
     id: str
     sets: dict[str, FactValue]
@@ -54,7 +54,7 @@ class Symptom:
     examples: Examples = field(default_factory=Examples)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Signature:
     id: str
     pattern: str
@@ -66,7 +66,7 @@ class Signature:
     examples: Examples = field(default_factory=Examples)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Condition:
     all: list["Condition"] | None = None
     any: list["Condition"] | None = None
@@ -88,19 +88,19 @@ class Condition:
         return [k for k in keys if getattr(self, k) is not None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Evidence:
     cause: str
     strength: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Action:
     set: dict[str, FactValue] = field(default_factory=dict)
     evidence: list[Evidence] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Rule:
     id: str
     when: Condition
@@ -112,7 +112,7 @@ class Rule:
     examples: Examples = field(default_factory=Examples)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Fix:
     id: str
     title: str
@@ -129,7 +129,7 @@ class Fix:
         return asdict(self)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Cause:
     id: str
     title: str
@@ -140,7 +140,7 @@ class Cause:
     prior: float = 0.05
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class KnowledgeBase:
     facts: dict[str, Fact]
     symptoms: dict[str, Symptom]
@@ -171,3 +171,26 @@ def freeze(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: freeze(v) for k, v in value.items()}
     return value
+
+
+def without_examples(kb: KnowledgeBase) -> KnowledgeBase:
+    """The KB minus the examples beside its items: all a diagnosis needs (examples are for
+    lint and tests), and much less to load on every start."""
+    from dataclasses import replace
+
+    empty = Examples()
+    return replace(
+        kb,
+        rules={k: replace(v, examples=empty) for k, v in kb.rules.items()},
+        symptoms={k: replace(v, examples=empty) for k, v in kb.symptoms.items()},
+        signatures={k: replace(v, examples=empty) for k, v in kb.signatures.items()},
+    )
+
+
+def _reduce(self: Any) -> tuple:
+    """Pickle as a constructor call: much faster to load than dataclasses' frozen setstate."""
+    return (type(self), tuple(getattr(self, f.name) for f in fields(self)))
+
+
+for _cls in RUNTIME_TYPES.values():
+    _cls.__reduce__ = _reduce  # type: ignore[method-assign]

@@ -54,11 +54,13 @@ def load_doctor(kb_dir: str | Path | None = None) -> Doctor:
     global _DEFAULT
     import os
 
-    from .kb.load import load_kb
+    from .kb.load import load_kb_with_regexes
 
     kb_dir = kb_dir or os.environ.get("NCCL_DOCTOR_KB") or None
     if kb_dir is not None:
-        return Doctor(load_kb(Path(kb_dir)))
+        kb, codes = load_kb_with_regexes(Path(kb_dir))
+        return Doctor(kb, regex_codes=codes)
     if _DEFAULT is None:
-        _DEFAULT = Doctor(load_kb())
+        kb, codes = load_kb_with_regexes()
+        _DEFAULT = Doctor(kb, regex_codes=codes)
     return _DEFAULT

@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_doctor import load_doctor
-from nccl_doctor.kb.examples import check_example, iter_examples
+import os
+from pathlib import Path
 
-_DOCTOR = load_doctor()
+from nccl_doctor.engine import Doctor
+from nccl_doctor.kb.examples import check_example, iter_examples
+from nccl_doctor.kb.load import DATA_DIR, kb_files, load_files
+
+_DOCTOR = Doctor(load_files(kb_files(Path(os.environ.get("NCCL_DOCTOR_KB") or DATA_DIR))))
 _CASES = list(iter_examples(_DOCTOR))
 
 

@@ -11,8 +11,10 @@ from nccl_doctor.scanner import LineFilter, scan_file
 
 
 def example_lines(doctor) -> list[str]:
+    from nccl_doctor.kb.load import DATA_DIR, kb_files, load_files
+
     lines = []
-    for sig in doctor.kb.signatures.values():
+    for sig in load_files(kb_files(DATA_DIR)).signatures.values():
         for example in sig.examples.fires + sig.examples.silent:
             lines.extend(example.log.splitlines())
     return lines
