@@ -223,10 +223,12 @@ class Session:
         return sorted(best.values(), key=lambda e: (-e["gain"], e["probe"]))[:limit]
 
     def next_question(self) -> Question | None:
+        """The single most useful question now, or None when nothing useful is left to ask."""
         found = self.questions(limit=1)
         return found[0] if found else None
 
     def plan(self) -> Plan:
+        """The fix plan over the leading causes: ordered, de-duplicated, checks first."""
         return build_plan(self.doctor.kb, self.diagnoses())
 
     def how(self, cause_id: str) -> How:
@@ -276,6 +278,7 @@ class Session:
 
     # ------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
+        """The session's state as a JSON-ready dict (see :meth:`to_json`)."""
         return {
             "format": STATE_FORMAT,
             "version": STATE_VERSION,
@@ -290,6 +293,7 @@ class Session:
         }
 
     def to_json(self) -> str:
+        """The session's state as JSON text (format-versioned) for :meth:`from_json`."""
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
 
     @classmethod

@@ -86,13 +86,15 @@ def _regex_problems(kb: KnowledgeBase) -> list[str]:
         from .regex_safety import check_pattern
     except ImportError:
         return []
+    import re
+
     problems = []
     for sig in kb.signatures.values():
-        for finding in check_pattern(sig.pattern):
+        for finding in check_pattern(sig.pattern, re.IGNORECASE if sig.ignore_case else 0):
             problems.append(f"{_where(kb, 'signatures', sig.id)}: pattern may backtrack badly: {finding}")
     for sym in kb.symptoms.values():
         for pattern in sym.patterns:
-            for finding in check_pattern(pattern):
+            for finding in check_pattern(pattern, re.IGNORECASE):
                 problems.append(f"{_where(kb, 'symptoms', sym.id)}: pattern may backtrack badly: {finding}")
     return problems
 

@@ -10,6 +10,7 @@ Embedding::
 """
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from .engine import (
@@ -45,22 +46,25 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-_DEFAULT: Doctor | None = None
+_DOCTORS: dict[str, Doctor] = {}
+_LOCK = threading.Lock()
 
 
 def load_doctor(kb_dir: str | Path | None = None) -> Doctor:
-    """The Doctor for a KB folder (``$NCCL_DOCTOR_KB`` or the packaged KB by default, built
-    once per process)."""
-    global _DEFAULT
+    """The Doctor for a KB folder (``$NCCL_DOCTOR_KB`` or the packaged KB by default).
+
+    Built once per folder and process (thread-safe); a folder other than the packaged one is
+    rebuilt when its files change, so a bot may call this on every message.
+    """
     import os
 
-    from .kb.load import load_kb_with_regexes
+    from .kb.load import DATA_DIR, kb_files, kb_fingerprint, load_kb_with_regexes
 
-    kb_dir = kb_dir or os.environ.get("NCCL_DOCTOR_KB") or None
-    if kb_dir is not None:
-        kb, codes = load_kb_with_regexes(Path(kb_dir))
-        return Doctor(kb, regex_codes=codes)
-    if _DEFAULT is None:
-        kb, codes = load_kb_with_regexes()
-        _DEFAULT = Doctor(kb, regex_codes=codes)
-    return _DEFAULT
+    folder = Path(kb_dir or os.environ.get("NCCL_DOCTOR_KB") or DATA_DIR)
+    key = str(folder) if folder == DATA_DIR else f"{folder.resolve()}|{kb_fingerprint(kb_files(folder))}"
+    with _LOCK:
+        doctor = _DOCTORS.get(key)
+        if doctor is None:
+            kb, codes = load_kb_with_regexes(folder)
+            doctor = _DOCTORS[key] = Doctor(kb, regex_codes=codes)
+        return doctor

@@ -198,7 +198,7 @@ ENTRY_POINTS = [
 
 
 # Missing docstrings reported to engine/session.py's owner; drop a name once it is documented.
-_DOC_PENDING = {"Session.next_question", "Session.plan", "Session.to_json"}
+_DOC_PENDING: set[str] = set()
 
 
 @pytest.mark.parametrize("func", [
