@@ -41,13 +41,22 @@ def run_rank(scen, rank, world, late):
     import torch
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ.get("PG_TIMEOUT", "3"))))
+    # The store gets a generous connect timeout (many ranks start at once on a loaded machine);
+    # the process group's own, short timeout is what the scenarios exercise.
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, rank == 0,
+                          timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=float(os.environ.get("PG_TIMEOUT", "3"))))
+    store.set(f"up{rank}", "1")  # every rank is up before the short-timeout collectives start
+    store.wait([f"up{r}" for r in range(world)], datetime.timedelta(seconds=60))
     t = torch.ones(4)
     for _ in range(3):
         dist.all_reduce(t)
     try:
         if rank in late:
-            time.sleep(float(os.environ.get("SLEEP", "5")))  # busy elsewhere: never enters the collective
+            # Busy elsewhere: never enters the collective. The launcher kills it once every
+            # waiting rank has given up, so its exit can never race the others' timeouts.
+            time.sleep(float(os.environ.get("SLEEP", "5")) if scen != "node" else 120)
             dump(rank)
             sys.stdout.flush()
             os._exit(0)
@@ -80,7 +89,7 @@ def launch(outdir, only=None):
     import torch  # noqa: F401  - once, before forking
     import torch.distributed  # noqa: F401
 
-    children = []
+    children, lingering = [], []
     for scen, (world, late, env, pattern) in SCENARIOS.items():
         if only and scen not in only:
             continue
@@ -91,6 +100,8 @@ def launch(outdir, only=None):
             pid = os.fork()
             if pid:
                 children.append(pid)
+                if scen == "node" and r in late:
+                    lingering.append(pid)
                 continue
             try:
                 os.environ.update(env, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
@@ -118,7 +129,11 @@ def launch(outdir, only=None):
             except BaseException:
                 os._exit(3)
     deadline = time.time() + 60
-    for pid in children:
+    for pid in [c for c in children if c not in lingering] + lingering:
+        if pid in lingering and os.waitpid(pid, os.WNOHANG)[0] == 0:
+            os.kill(pid, 9)  # every other rank is done: the node that never answered goes away
+            os.waitpid(pid, 0)
+            continue
         while time.time() < deadline:
             done, _ = os.waitpid(pid, os.WNOHANG)
             if done:

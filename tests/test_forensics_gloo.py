@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import pickle
 import socket
 import subprocess
@@ -55,7 +56,29 @@ def runs(tmp_path_factory) -> Path:
     finally:
         if launcher.poll() is None:
             launcher.kill()
+    _relaunch_failed_setups(out, env)
     return out
+
+
+# The ranks that must never fail in each scenario (they only stay away from a collective).
+_LATE = {"skip": (1,), "skip_fr": (1,), "node": (2, 3)}
+
+
+def _relaunch_failed_setups(out: Path, env: dict) -> None:
+    """Run a scenario again (twice at most) when its set-up itself failed.
+
+    On a loaded two-core machine a rank can miss the 3 s connect window of its very first
+    collective and fail: then the scenario (a rank that silently stays away) never happened,
+    which says nothing about the analysis under test.
+    """
+    for scen, late in _LATE.items():
+        for _ in range(2):
+            texts = [p.read_text(errors="replace") for p in (out / scen).glob("*.log")]
+            if not any(f"rank {r} failed" in t for t in texts for r in late):
+                break
+            shutil.rmtree(out / scen)
+            subprocess.run([sys.executable, str(WORKER), "launch", str(out), scen], env=env, timeout=120,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def test_rank_that_never_joins_detail_logs(runs):
@@ -117,9 +140,10 @@ def test_rank_that_crashed_first(runs):
 
 
 def test_whole_node_missing(runs):
-    rep = analyze_paths([str(runs / "node")])
+    node = runs / "node"
+    rep = analyze_paths([str(node)])
     d = rep.to_dict()
-    logs = {p.name: p.read_text(errors="replace")[-1500:] for p in sorted((runs / "node").iterdir())}
+    logs = {p.name: p.read_text(errors="replace")[-1500:] for p in sorted(node.iterdir())}
     assert d and d["missing_hosts"] == ["nodeB"], (d, logs)
     assert d["missing_ranks"] == [2, 3] and d["waiting_ranks"] == [0, 1], (d, logs)
     assert d["hosts"] == {"nodeA": [0, 1], "nodeB": [2, 3]}
