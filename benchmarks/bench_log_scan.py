@@ -87,8 +87,8 @@ from nccl_doctor import load_doctor
 from nccl_doctor.scanner import LineFilter, scan_file, backend_name
 doctor = load_doctor()
 start = time.perf_counter()
-lines, hits = scan_file(doctor.compiled, sys.argv[1], LineFilter(doctor.compiled))
-print(json.dumps({"seconds": time.perf_counter() - start, "lines": lines, "hits": len(hits),
+lines, hits, counts = scan_file(doctor.compiled, sys.argv[1], LineFilter(doctor.compiled))
+print(json.dumps({"seconds": time.perf_counter() - start, "lines": lines, "hits": sum(counts.values()),
                   "backend": backend_name(doctor.compiled),
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """

@@ -180,15 +180,21 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
 
 def scan_lines(ckb: CompiledKB, lines: Iterable[str], first_line: int = 1) -> Iterator[SignatureHit]:
     """Run every log signature over the lines; yield one hit per (line, signature)."""
-    signatures = [(sig.id, tuple(sig.needles)) for sig in ckb.kb.signatures.values()]
+    signatures = [
+        (sig.id, tuple(n.lower() for n in sig.needles) if sig.ignore_case else tuple(sig.needles), sig.ignore_case)
+        for sig in ckb.kb.signatures.values()
+    ]
     regexes = ckb.signature_regexes
     for line_no, raw in enumerate(lines, start=first_line):
         line = clean_line(raw)
         if not line:
             continue
-        for sig_id, needles in signatures:
-            if needles and not any(n in line for n in needles):
-                continue
+        lowered = None
+        for sig_id, needles, caseless in signatures:
+            if needles:
+                haystack = (lowered := lowered or line.lower()) if caseless else line
+                if not any(n in haystack for n in needles):
+                    continue
             found = regexes[sig_id].search(line)
             if found:
                 caps = {k: v for k, v in found.groupdict().items() if v is not None}

@@ -135,13 +135,19 @@ class Session:
         self._state = None
         return summary
 
-    def add_hits(self, name: str, lines: int, hits: Iterable[SignatureHit]) -> LogSummary:
-        """Signature hits found by a scanner outside the engine (e.g. a fast file scanner)."""
+    def add_hits(self, name: str, lines: int, hits: Iterable[SignatureHit],
+                 counts: Mapping[str, int] | None = None) -> LogSummary:
+        """Signature hits found by a scanner outside the engine (e.g. the fast file scanner),
+        with optional per-signature line counts when only first hits are passed."""
+        hits = list(hits)
         summary = LogSummary(name=name, lines=lines)
         for hit in hits:
             if hit.signature not in self.doctor.kb.signatures:
                 raise SessionError(f"unknown signature {hit.signature!r}")
         self._take_hits(hits, summary, kind="log")
+        for signature, count in (counts or {}).items():
+            if signature in summary.hits:
+                summary.hits[signature]["count"] = count
         self._logs.append(summary)
         self._state = None
         return summary

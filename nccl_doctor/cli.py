@@ -93,8 +93,8 @@ def _add_logs(session: Any, args: list[str]) -> tuple[list[str], dict | None, li
             if path == "-":
                 session.add_log(read_lines(path), name="stdin")
             else:
-                lines, hits = scan_file(session.doctor.compiled, path, line_filter)
-                session.add_hits(path, lines, hits)
+                lines, hits, counts = scan_file(session.doctor.compiled, path, line_filter)
+                session.add_hits(path, lines, hits, counts)
         except LogProblem as exc:
             raise UsageError(str(exc)) from None
     hang, lines = None, []

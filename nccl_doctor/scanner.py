@@ -43,7 +43,9 @@ class LineFilter:
         self.by_needle: dict[bytes, list[_Sig]] = defaultdict(list)
         for sig in self.sigs:
             for needle in sig.needles:
-                self.by_needle[needle.lower() if sig.caseless else needle].append(sig)
+                entry = self.by_needle[needle.lower() if sig.caseless else needle]
+                if sig not in entry:
+                    entry.append(sig)
         self.needles = list(self.by_needle)
         caseless = {n for s in self.sigs if s.caseless for n in s.needles}
         self._hs = _hyperscan_db(self.needles, caseless) if use_hyperscan else None
@@ -53,61 +55,80 @@ class LineFilter:
             parts.append(b"(?i:" + re.escape(needle) + b")" if caseless else re.escape(needle))
         self._regex = re.compile(b"|".join(parts)) if parts else None
 
-    def candidate_spans(self, buf: bytes) -> list[tuple[int, int]]:
-        """Sorted (start, end) of whole lines in ``buf`` that contain a needle."""
+    def candidate_spans(self, buf: bytes) -> list[tuple[int, int, tuple[int, ...] | None]]:
+        """Sorted (start, end, needle ids) of whole lines in ``buf`` that contain a needle.
+
+        The needle ids are known with hyperscan; None means "test every needle"."""
         if self.always:
             spans, start = [], 0
             while start < len(buf):
                 end = buf.find(b"\n", start)
                 end = len(buf) if end < 0 else end
-                spans.append((start, end))
+                spans.append((start, end, None))
                 start = end + 1
             return spans
         if self._hs is not None:
-            ends: list[int] = []
-            self._hs.scan(buf, match_event_handler=lambda _id, _f, to, _fl, _ctx: ends.append(to))
-            return _lines_at(buf, sorted(ends))
+            found: list[tuple[int, int]] = []
+            self._hs.scan(buf, match_event_handler=lambda nid, _f, to, _fl, _ctx: found.append((to, nid)))
+            found.sort()
+            return _lines_at(buf, found)
         spans = []
         regex = self._regex
         if regex is None:
             return spans
         pos = 0
         while True:
-            found = regex.search(buf, pos)
-            if not found:
+            hit = regex.search(buf, pos)
+            if not hit:
                 return spans
-            start = buf.rfind(b"\n", 0, found.start()) + 1
-            end = buf.find(b"\n", found.end())
+            start = buf.rfind(b"\n", 0, hit.start()) + 1
+            end = buf.find(b"\n", hit.end())
             end = len(buf) if end < 0 else end
-            spans.append((start, end))
+            spans.append((start, end, None))
             pos = end + 1
 
-    def signatures_for(self, line: bytes) -> list[_Sig]:
+    def signatures_for(self, line: bytes, needle_ids: tuple[int, ...] | None = None) -> list[_Sig]:
+        """The signatures worth trying on a candidate line."""
         if self.always:
             return self.sigs + self.always
+        if needle_ids is not None:
+            if len(needle_ids) == 1:
+                return self.by_needle[self.needles[needle_ids[0]]]
+            out: dict[str, _Sig] = {}
+            for nid in needle_ids:
+                for sig in self.by_needle[self.needles[nid]]:
+                    out.setdefault(sig.id, sig)
+            return list(out.values())
         lowered = None
-        out: list[_Sig] = []
+        out_list: list[_Sig] = []
         seen: set[str] = set()
         for needle, sigs in self.by_needle.items():
             if needle in line or (any(s.caseless for s in sigs) and needle in (lowered := lowered or line.lower())):
                 for sig in sigs:
                     if sig.id not in seen:
                         seen.add(sig.id)
-                        out.append(sig)
-        return out
+                        out_list.append(sig)
+        return out_list
 
 
-def _lines_at(buf: bytes, positions: list[int]) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    last_end = -1
-    for pos in positions:
-        if pos <= last_end:
+def _lines_at(buf: bytes, found: list[tuple[int, int]]) -> list[tuple[int, int, tuple[int, ...]]]:
+    """Group (match end, needle id) pairs into the lines that hold them."""
+    spans: list[tuple[int, int, tuple[int, ...]]] = []
+    start = end = -1
+    ids: list[int] = []
+    for pos, nid in found:
+        if pos - 1 <= end and start >= 0:
+            if nid not in ids:
+                ids.append(nid)
             continue
+        if start >= 0:
+            spans.append((start, end, tuple(ids)))
         start = buf.rfind(b"\n", 0, max(pos - 1, 0)) + 1 if pos else 0
         end = buf.find(b"\n", pos - 1 if pos else 0)
         end = len(buf) if end < 0 else end
-        spans.append((start, end))
-        last_end = end
+        ids = [nid]
+    if start >= 0:
+        spans.append((start, end, tuple(ids)))
     return spans
 
 
@@ -157,25 +178,38 @@ def _chunks(path: str) -> Iterator[tuple[bytes, int]]:
             pending = data[cut + 1:]
 
 
-def scan_file(ckb: CompiledKB, path: str, line_filter: LineFilter | None = None) -> tuple[int, list[SignatureHit]]:
-    """Scan one file with every KB signature: (lines in the file, hits in file order)."""
+def scan_file(ckb: CompiledKB, path: str, line_filter: LineFilter | None = None
+              ) -> tuple[int, list[SignatureHit], dict[str, int]]:
+    """Scan one file with every KB signature.
+
+    Returns the number of lines, the first hit of each signature (in file order) and how many
+    lines each signature matched. Only first hits become objects, so memory stays flat however
+    many healthy INFO lines an informational signature matches.
+    """
     line_filter = line_filter or LineFilter(ckb)
-    hits: list[SignatureHit] = []
+    first: dict[str, SignatureHit] = {}
+    counts: dict[str, int] = {}
     total_lines = 0
     try:
         for buf, first_line in _chunks(path):
             line_no, last = first_line, 0
-            for start, end in line_filter.candidate_spans(buf):
+            for start, end, needle_ids in line_filter.candidate_spans(buf):
                 line_no += buf.count(b"\n", last, start)
                 last = start
                 raw = buf[start:end][:MAX_LINE_BYTES]
-                text = clean_line(raw.decode("utf-8", "replace"))
-                for sig in line_filter.signatures_for(raw):
+                text = None
+                for sig in line_filter.signatures_for(raw, needle_ids):
+                    if text is None:
+                        text = clean_line(raw.decode("utf-8", "replace"))
                     found = sig.regex.search(text)
-                    if found:
+                    if not found:
+                        continue
+                    counts[sig.id] = counts.get(sig.id, 0) + 1
+                    if sig.id not in first:
                         caps = {k: v for k, v in found.groupdict().items() if v is not None}
-                        hits.append(SignatureHit(sig.id, line_no, text, caps))
+                        first[sig.id] = SignatureHit(sig.id, line_no, text, caps)
             total_lines = first_line - 1 + buf.count(b"\n") + (1 if buf and not buf.endswith(b"\n") else 0)
     except OSError as exc:
         raise LogProblem(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return total_lines, hits
+    hits = sorted(first.values(), key=lambda h: h.line_no)
+    return total_lines, hits, counts
