@@ -141,3 +141,10 @@ def test_per_rank_logs_name_the_rank_everyone_waits_for(tmp_path):
     assert hang["op"] == "ALLREDUCE" and hang["seq"] == 7
     assert hang["waiting_ranks"] == [0, 1, 3] and hang["missing_ranks"] == [2]
     assert out["facts"]["hang_one_rank_behind"]["value"] is True
+
+
+def test_readme_first_command_gives_ranked_causes_and_a_plan():
+    out = as_json(run("--symptom", "hang at init", "--json", "--no-probes"))
+    assert len(out["diagnoses"]) >= 3
+    assert out["plan"]["steps"] and out["plan"]["steps"][0]["steps"]
+    assert out["questions"], "with so little known the engine should have questions to ask"
