@@ -37,6 +37,20 @@ def dump(rank):
             f.write(c10d._dump_fr_trace())
 
 
+def _wait_for_rank0_failure(scen, limit=60.0):
+    """Stay away until rank 0 has given up, however slow a loaded machine makes its timeout."""
+    log = os.path.join(os.environ.get("LOG_DIR", ""), "rank0.log")
+    deadline = time.time() + limit
+    while os.environ.get("LOG_DIR") and time.time() < deadline:
+        try:
+            with open(log, errors="replace") as handle:
+                if "rank 0 failed" in handle.read():
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+
+
 def run_rank(scen, rank, world, late):
     import torch
     import torch.distributed as dist
@@ -57,6 +71,7 @@ def run_rank(scen, rank, world, late):
             # Busy elsewhere: never enters the collective. The launcher kills it once every
             # waiting rank has given up, so its exit can never race the others' timeouts.
             time.sleep(float(os.environ.get("SLEEP", "5")) if scen != "node" else 120)
+            _wait_for_rank0_failure(scen)
             dump(rank)
             sys.stdout.flush()
             os._exit(0)
@@ -85,17 +100,19 @@ def _port():
 
 
 def launch(outdir, only=None):
+    """Run the scenarios one after another (all at once would crowd two cores past the short
+    timeouts the scenarios rely on)."""
     os.environ["TORCH_CPP_LOG_LEVEL"] = "INFO"
     import torch  # noqa: F401  - once, before forking
     import torch.distributed  # noqa: F401
 
-    children, lingering = [], []
     for scen, (world, late, env, pattern) in SCENARIOS.items():
         if only and scen not in only:
             continue
         d = os.path.join(outdir, scen)
         os.makedirs(d, exist_ok=True)
         port = _port()
+        children, lingering = [], []
         for r in range(world):
             pid = os.fork()
             if pid:
@@ -103,32 +120,42 @@ def launch(outdir, only=None):
                 if scen == "node" and r in late:
                     lingering.append(pid)
                 continue
-            try:
-                os.environ.update(env, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
-                                  MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-                if "TORCH_FR_BUFFER_SIZE" in env:
-                    os.environ["TORCH_FR_DUMP_TEMP_FILE"] = os.path.join(d, "fr_trace_")
-                host = "nodeA" if r < world // 2 else "nodeB"
-                fd = os.open(os.path.join(d, pattern.format(r=r, host=host)), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-                os.dup2(fd, 1)
-                os.dup2(fd, 2)
-                import torch._C._distributed_c10d as c10d
+            _run_child(scen, r, world, late, env, pattern, d, port)
+        _reap(children, lingering)
 
-                c10d.set_debug_level_from_env()
-                try:
-                    run_rank(scen, r, world, late)
-                except BaseException:
-                    import traceback
 
-                    traceback.print_exc()
-                    sys.stderr.write(f"[rank{r}]: rank {r} failed\n")
-                    sys.stderr.flush()
-                    os._exit(1)
-                sys.stdout.flush()
-                os._exit(0)
-            except BaseException:
-                os._exit(3)
-    deadline = time.time() + 60
+def _run_child(scen, r, world, late, env, pattern, d, port):
+    try:
+        os.environ.update(env, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        if scen in ("skip", "skip_fr"):
+            os.environ["LOG_DIR"] = d
+        if "TORCH_FR_BUFFER_SIZE" in env:
+            os.environ["TORCH_FR_DUMP_TEMP_FILE"] = os.path.join(d, "fr_trace_")
+        host = "nodeA" if r < world // 2 else "nodeB"
+        fd = os.open(os.path.join(d, pattern.format(r=r, host=host)), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        import torch._C._distributed_c10d as c10d
+
+        c10d.set_debug_level_from_env()
+        try:
+            run_rank(scen, r, world, late)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            sys.stderr.write(f"[rank{r}]: rank {r} failed\n")
+            sys.stderr.flush()
+            os._exit(1)
+        sys.stdout.flush()
+        os._exit(0)
+    except BaseException:
+        os._exit(3)
+
+
+def _reap(children, lingering, limit=60.0):
+    deadline = time.time() + limit
     for pid in [c for c in children if c not in lingering] + lingering:
         if pid in lingering and os.waitpid(pid, os.WNOHANG)[0] == 0:
             os.kill(pid, 9)  # every other rank is done: the node that never answered goes away
