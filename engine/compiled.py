@@ -171,9 +171,6 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False, regex_codes: dict |
         for fix in cause.fixes:
             if fix not in kb.fixes:
                 problems.append(f"{kb.origin(cause.id)} [{cause.id}]: unknown fix {fix!r}")
-    for fact in kb.facts.values():
-        if fact.question is None and fact.help:
-            pass
     if problems:
         raise CompileError(problems)
     return CompiledKB(

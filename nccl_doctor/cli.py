@@ -200,18 +200,12 @@ def _print_text(report: dict[str, Any], hang_lines: list[str], probes: list[dict
         print("\nFix plan")
         for step in plan["steps"]:
             print(f"{step['number']:>2}. [{step['kind']}] {step['title']}")
-            for line in step["steps"]:
-                print(f"      - {line}")
-            for command in step["commands"]:
-                print(f"      $ {command}")
-            for key, value in step["env"].items():
-                print(f"      export {key}={value}")
-            for line in step["verify"]:
-                print(f"      verify: {line}")
-            for line in step["caveats"]:
-                print(f"      note: {line}")
-            for line in step["if_not_fixed"]:
-                print(f"      if not fixed: {line}")
+            exports = [f"{key}={value}" for key, value in step["env"].items()]
+            for label, lines in (("- ", step["steps"]), ("$ ", step["commands"]), ("export ", exports),
+                                 ("verify: ", step["verify"]), ("note: ", step["caveats"]),
+                                 ("if not fixed: ", step["if_not_fixed"])):
+                for line in lines:
+                    print(f"      {label}{line}")
     if plan.get("note"):
         print(f"\n{plan['note']}")
     if report["questions"]:

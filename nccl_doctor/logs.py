@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["LogProblem", "expand_log_args", "read_lines", "CHUNK_BYTES", "MAX_LINE_BYTES"]
+__all__ = ["LogProblem", "expand_log_args", "read_lines", "looks_binary", "CHUNK_BYTES", "MAX_LINE_BYTES"]
 
 CHUNK_BYTES = 4 << 20
 MAX_LINE_BYTES = 64 << 10
@@ -23,7 +23,8 @@ class LogProblem(ValueError):
     """A log argument that cannot be read; the message says which and why."""
 
 
-def _looks_binary(head: bytes) -> bool:
+def looks_binary(head: bytes) -> bool:
+    """True when the first bytes of a file look like anything but text."""
     if not head:
         return False
     if b"\x00" in head[:8192]:
@@ -88,7 +89,7 @@ def read_lines(path: str) -> Iterator[str]:
             chunk = stream.read(CHUNK_BYTES)
             if first:
                 first = False
-                if _looks_binary(chunk):
+                if looks_binary(chunk):
                     raise LogProblem(f"{path}: looks like a binary file, not a text log")
             if not chunk:
                 break

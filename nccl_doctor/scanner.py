@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .engine.compiled import CompiledKB
 from .engine.matching import SignatureHit, clean_line
-from .logs import CHUNK_BYTES, MAX_LINE_BYTES, LogProblem, _looks_binary
+from .logs import CHUNK_BYTES, MAX_LINE_BYTES, LogProblem, looks_binary
 
 __all__ = ["LineFilter", "scan_file", "backend_name"]
 
@@ -155,7 +155,7 @@ def _chunks(path: str) -> Iterator[tuple[bytes, int]]:
     """Whole-line chunks of the file with the number of the chunk's first line."""
     with open(path, "rb") as handle:
         head = handle.read(CHUNK_BYTES)
-        if _looks_binary(head):
+        if looks_binary(head):
             raise LogProblem(f"{path}: looks like a binary file, not a text log")
         pending, line_no = head, 1
         while True:
