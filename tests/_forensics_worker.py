@@ -66,6 +66,9 @@ def run_rank(scen, rank, world, late):
     t = torch.ones(4)
     for _ in range(3):
         dist.all_reduce(t)
+    # The tests re-run a scenario whose warm-up did not finish on every rank: on a loaded machine
+    # a starved rank can time out there, and then the misbehaviour under test never happened.
+    print(f"rank {rank} warm-up done", flush=True)
     try:
         if rank in late:
             # Busy elsewhere: never enters the collective. The launcher kills it once every

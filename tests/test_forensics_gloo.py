@@ -1,7 +1,7 @@
 """Hang forensics on real torch.distributed output: gloo jobs on CPU whose ranks misbehave.
 
 One launcher imports torch once and forks every rank of every scenario (see
-``_forensics_worker.py``); a torchrun job runs beside it for the elastic failure summary. Each
+``_forensics_worker.py``); a torchrun job runs after it for the elastic failure summary. Each
 test then reads the real logs / Flight Recorder dumps and checks that the culprit is named.
 """
 from __future__ import annotations
@@ -34,13 +34,7 @@ def _port() -> int:
     return port
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("gloo")
-    env = dict(os.environ, PG_TIMEOUT="3", SLEEP="8")  # late ranks wake well after the others time out
-    launcher = subprocess.Popen([sys.executable, str(WORKER), "launch", str(out)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    (out / "crash").mkdir()
+def _torchrun_crash(out: Path, env: dict) -> None:
     with open(out / "crash" / "torchrun.log", "wb") as log:
         trun = subprocess.Popen(
             [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(_port()),
@@ -51,42 +45,53 @@ def runs(tmp_path_factory) -> Path:
         finally:
             if trun.poll() is None:
                 trun.kill()
-    try:
-        launcher.wait(timeout=90)
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-    _relaunch_failed_setups(out, env)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("gloo")
+    env = dict(os.environ, PG_TIMEOUT="3", SLEEP="8")  # late ranks wake well after the others time out
+    subprocess.run([sys.executable, str(WORKER), "launch", str(out)], env=env, timeout=300,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # after the launcher, not beside it: two ranks importing torch would starve its scenarios
+    (out / "crash").mkdir()
+    _torchrun_crash(out, env)
+    _rerun_failed_setups(out, env)
     return out
 
 
-# The ranks that must never fail in each scenario (they only stay away from a collective).
-_LATE = {"skip": (1,), "skip_fr": (1,), "mismatch": (), "size_fr": (), "node": (2, 3)}
+# world size and the ranks that must never fail in each scenario (they only stay away from a collective)
+_SCENARIOS = {"skip": (2, (1,)), "skip_fr": (2, (1,)), "mismatch": (3, ()), "size_fr": (3, ()), "node": (4, (2, 3))}
 # Failures while the process group is still being set up (gloo's full-mesh connect, the store).
 _SETUP_FAILURES = ("connectFullMesh failed", "_new_process_group_helper", "trying to connect to")
 
 
-def _setup_failed(folder: Path, late: tuple[int, ...]) -> bool:
-    texts = [p.read_text(errors="replace") for p in folder.glob("*.log")]
-    return any(marker in t for t in texts for marker in _SETUP_FAILURES) or any(
-        f"rank {r} failed" in t for t in texts for r in late)
+def _setup_failed(folder: Path, world: int, late: tuple[int, ...]) -> bool:
+    """True when the scenario never got to its misbehaviour: a rank failed while the group was
+    set up or in the warm-up collectives, or a rank that only stays away failed."""
+    text = "\n".join(p.read_text(errors="replace") for p in folder.glob("*.log"))
+    return (any(marker in text for marker in _SETUP_FAILURES)
+            or any(f"rank {r} warm-up done" not in text for r in range(world))
+            or any(f"rank {r} failed" in text for r in late))
 
 
-def _relaunch_failed_setups(out: Path, env: dict) -> None:
-    """Run a scenario again (twice at most) when its set-up itself failed.
+def _rerun_failed_setups(out: Path, env: dict) -> None:
+    """Run a scenario again (three times at most, with a longer timeout) when its set-up failed.
 
     On a loaded two-core machine a rank can miss the 3 s window of gloo's connect at
-    init_process_group or of its first collective: then the scenario (a rank that silently
-    stays away, or issues another collective) never happened, which says nothing about the
-    analysis under test.
+    init_process_group or of a warm-up collective: then the scenario (a rank that silently stays
+    away, or issues another collective) never happened, which says nothing about the analysis
+    under test.
     """
-    for scen, late in _LATE.items():
-        for _ in range(2):
-            if not _setup_failed(out / scen, late):
-                break
+    for attempt in range(1, 4):
+        slower = dict(env, PG_TIMEOUT=str(3 * 2 ** attempt))
+        failed = [s for s, (world, late) in _SCENARIOS.items() if _setup_failed(out / s, world, late)]
+        for scen in failed:
             shutil.rmtree(out / scen)
-            subprocess.run([sys.executable, str(WORKER), "launch", str(out), scen], env=env, timeout=120,
+            subprocess.run([sys.executable, str(WORKER), "launch", str(out), scen], env=slower, timeout=300,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if _setup_failed(out / "crash", 2, ()):
+            _torchrun_crash(out, slower)
 
 
 def test_rank_that_never_joins_detail_logs(runs):
