@@ -2,7 +2,8 @@
 
 Symptom phrases match word by word: a phrase word matches a word of the text that starts with
 it ("hang" ~ "hanging", "init" ~ "initialization") or is within a small edit distance of it
-(rapidfuzz, for typos), and all the phrase's words must occur close together. A phrase just
+(rapidfuzz, for typos; a text word the phrase word merely extends, "connect" for "connectx",
+does not count), and all the phrase's words must occur close together. A phrase just
 after a negation ("not", "never", "doesn't") does not count. Phrases in Chinese (or any text
 without spaces) match as substrings, fuzzily when long enough. Symptom regexes run line by line
 over lines cut to 2,000 characters, so hostile input cannot drive one into long backtracking.
@@ -61,16 +62,10 @@ def clean_line(line: str) -> str:
     return line.rstrip("\r\n")
 
 
-def _word_score(word: str, candidate: str) -> float:
-    if candidate == word:
-        return 1.0
-    if len(word) >= 4 and candidate.startswith(word):
-        return 1.0
-    if len(word) >= 5 and len(candidate) >= 4:
-        ratio = fuzz.ratio(word, candidate)
-        if ratio >= 85:
-            return ratio / 100
-    return 0.0
+def _narrows(word: str, candidate: str) -> bool:
+    """True when the phrase word is the text word plus a suffix ("connectx" vs "connect"):
+    a more specific name, not a typo of the text's word (a plural -s still counts as a typo)."""
+    return word.startswith(candidate) and word != candidate + "s"
 
 
 class _TextIndex:
@@ -100,7 +95,7 @@ class _TextIndex:
         if len(word) >= 5 and len(self.unique) <= _FUZZY_LIMIT:
             for candidate, ratio, _ in process.extract(word, self.unique, scorer=fuzz.ratio,
                                                        score_cutoff=85, limit=None):
-                if len(candidate) >= 4:
+                if len(candidate) >= 4 and not _narrows(word, candidate):
                     scores.setdefault(candidate, ratio / 100)
         found = sorted((i, s) for w, s in scores.items() for i in self.positions[w])
         self._cache[word] = found
