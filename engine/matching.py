@@ -2,10 +2,10 @@
 
 Symptom phrases match word by word: a phrase word matches a word of the text that starts with
 it ("hang" ~ "hanging", "init" ~ "initialization") or is within a small edit distance of it
-(rapidfuzz, for typos; a text word the phrase word merely extends, "connect" for "connectx",
-does not count), and all the phrase's words must occur close together. A phrase just
-after a negation ("not", "never", "doesn't") does not count. Phrases in Chinese (or any text
-without spaces) match as substrings, fuzzily when long enough. Symptom regexes run line by line
+(rapidfuzz, for typos; a text word that the phrase word merely extends, "connect" for
+"connectx" or "batch" for "sbatch", does not count), and all the phrase's words must occur close
+together. A phrase just after a negation ("not", "never", "doesn't") does not count. Phrases in
+Chinese (or any text without spaces) match as substrings, fuzzily when long enough. Symptom regexes run line by line
 over lines cut to 2,000 characters, so hostile input cannot drive one into long backtracking.
 """
 from __future__ import annotations
@@ -63,9 +63,10 @@ def clean_line(line: str) -> str:
 
 
 def _narrows(word: str, candidate: str) -> bool:
-    """True when the phrase word is the text word plus a suffix ("connectx" vs "connect"):
-    a more specific name, not a typo of the text's word (a plural -s still counts as a typo)."""
-    return word.startswith(candidate) and word != candidate + "s"
+    """True when the phrase word is the text word with letters added around it ("connectx" vs
+    "connect", "sbatch" vs "batch"): a more specific name, not a typo of the text's word (a
+    plural -s still counts as a typo)."""
+    return candidate in word and word != candidate + "s"
 
 
 class _TextIndex:

@@ -259,3 +259,20 @@ def test_engine_import_pulls_in_neither_torch_nor_textual():
         assert not bad, bad
     """)
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_fuzzy_words_forgive_typos_but_not_a_shorter_common_word(tmp_path):
+    kb = tmp_path / "words.yaml"
+    kb.write_text(
+        "facts:\n  - {id: ib, type: bool}\n  - {id: slurm, type: bool}\n  - {id: frozen, type: bool}\n"
+        "symptoms:\n"
+        "  - {id: says_ib, phrases: [connectx], sets: {ib: true}}\n"
+        "  - {id: says_slurm, phrases: [sbatch], sets: {slurm: true}}\n"
+        "  - {id: says_frozen, phrases: [freezes, timeouts], sets: {frozen: true}}\n")
+    doctor = Doctor(load_files([kb]))
+    said = lambda text: {m.symptom for m in doctor.session().tell(text)}  # noqa: E731
+    assert said("the client prints connect failures") == set()
+    assert said("process 1 runs batch 41") == set()
+    assert said("it freezse at step 3") == {"says_frozen"}  # a typo still counts
+    assert said("it reports a timeout") == {"says_frozen"}  # so does the singular of a plural
+    assert said("ConnectX-6 NICs, submitted with sbatch") == {"says_ib", "says_slurm"}
