@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..kb.model import Fact, KnowledgeBase, Rule
-from .conditions import Predicate, compile_condition, condition_facts, uses_absence
+from .conditions import Predicate, compile_condition, condition_facts, holds_with_nothing_known
 from .regex_code import rebuild
 from .values import ValueProblem, coerce
 
@@ -42,6 +42,21 @@ class LazyRegexes(dict):
         return key in self._patterns
 
 
+class _LazyPredicate:
+    """A rule condition compiled the first time the rule is tried (most rules of a large KB are
+    never tried in a short session; compile_kb(validate=True) compiles them all up front)."""
+
+    __slots__ = ("_condition", "_facts", "_compiled")
+
+    def __init__(self, condition, facts) -> None:
+        self._condition, self._facts, self._compiled = condition, facts, None
+
+    def __call__(self, memory):
+        if self._compiled is None:
+            self._compiled = compile_condition(self._condition, self._facts)
+        return self._compiled(memory)
+
+
 @dataclass(frozen=True)
 class CompiledRule:
     rule: Rule
@@ -60,7 +75,7 @@ class CompiledKB:
     kb: KnowledgeBase
     rules: tuple[CompiledRule, ...]
     rules_by_fact: dict[str, tuple[int, ...]]
-    absence_rules: tuple[int, ...]
+    absence_rules: tuple[int, ...]  # rules true while nothing is known: tried when inference starts
     signature_regexes: LazyRegexes
     symptom_regexes: dict[str, tuple[re.Pattern[str], ...]]
     influence: dict[str, frozenset[str]] = field(default_factory=dict)  # fact -> causes
@@ -70,7 +85,19 @@ class CompiledKB:
         return self.kb.facts
 
 
-def _check_sets(where: str, sets: dict, facts: dict[str, Fact], problems: list[str],
+class _Where:
+    """'file:line [id]' for a problem message, formatted only when a problem is found."""
+
+    __slots__ = ("kb", "item")
+
+    def __init__(self, kb: KnowledgeBase, item: str) -> None:
+        self.kb, self.item = kb, item
+
+    def __str__(self) -> str:
+        return f"{self.kb.origin(self.item)} [{self.item}]"
+
+
+def _check_sets(where: object, sets: dict, facts: dict[str, Fact], problems: list[str],
                 captures: set[str] = frozenset()) -> tuple[tuple[str, object], ...]:
     out = []
     for name, value in sets.items():
@@ -92,13 +119,13 @@ def _check_sets(where: str, sets: dict, facts: dict[str, Fact], problems: list[s
     return tuple(out)
 
 
-def _influence(kb: KnowledgeBase) -> dict[str, frozenset[str]]:
+def _influence(kb: KnowledgeBase, rules: list[CompiledRule]) -> dict[str, frozenset[str]]:
     """Which causes each fact can move, directly or through rules that set other facts."""
     direct: dict[str, set[str]] = defaultdict(set)
     feeds: dict[str, set[str]] = defaultdict(set)  # fact -> facts derived from it
-    for rule in kb.rules.values():
-        reads = condition_facts(rule.when)
-        for name in reads:
+    for compiled in rules:
+        rule = compiled.rule
+        for name in compiled.reads:
             direct[name].update(e.cause for e in rule.then.evidence)
             feeds[name].update(rule.then.set)
     out: dict[str, frozenset[str]] = {}
@@ -118,33 +145,42 @@ def _influence(kb: KnowledgeBase) -> dict[str, frozenset[str]]:
 def compile_kb(kb: KnowledgeBase, *, validate: bool = False, regex_codes: dict | None = None) -> CompiledKB:
     """Compile and cross-check a KB; raise :class:`CompileError` listing every problem.
 
-    Signature regexes compile lazily; ``validate`` compiles them all now (the loader does so
-    whenever it reads YAML, so a cached KB is known to compile). ``regex_codes`` are compiled
-    regexes exported by :mod:`engine.regex_code` (the KB cache keeps them) to skip re-parsing.
+    Signature regexes and rule conditions compile lazily; ``validate`` compiles them all now
+    (the loader does so whenever it reads YAML, so a cached KB is known to compile; without it
+    only the facts a condition names are checked). ``regex_codes`` are compiled regexes exported
+    by :mod:`engine.regex_code` (the KB cache keeps them) to skip re-parsing.
     """
     problems: list[str] = []
     rules: list[CompiledRule] = []
     for order, rule in enumerate(kb.rules.values()):
-        where = f"{kb.origin(rule.id)} [{rule.id}]"
-        try:
-            predicate = compile_condition(rule.when, kb.facts)
-        except (ValueError, ValueProblem) as exc:
-            problems.append(f"{where}: when: {exc}")
+        where = _Where(kb, rule.id)
+        if validate:
+            try:
+                predicate = compile_condition(rule.when, kb.facts)
+            except (ValueError, ValueProblem) as exc:
+                problems.append(f"{where}: when: {exc}")
+                continue
+        else:
+            predicate = _LazyPredicate(rule.when, kb.facts)
+        reads = frozenset(condition_facts(rule.when))
+        unknown = sorted(reads - kb.facts.keys())
+        if unknown:
+            problems.append(f"{where}: when: unknown fact {unknown[0]!r}")
             continue
         for ev in rule.then.evidence:
             if ev.cause not in kb.causes:
                 problems.append(f"{where}: evidence for unknown cause {ev.cause!r}")
         sets = _check_sets(where, rule.then.set, kb.facts, problems)
-        rules.append(CompiledRule(rule, order, predicate, frozenset(condition_facts(rule.when)), sets))
+        rules.append(CompiledRule(rule, order, predicate, reads, sets))
     by_fact: dict[str, list[int]] = defaultdict(list)
     for index, compiled in enumerate(rules):
         for name in compiled.reads:
             by_fact[name].append(index)
-    absence = tuple(i for i, r in enumerate(rules) if uses_absence(r.rule.when))
+    absence = tuple(i for i, r in enumerate(rules) if holds_with_nothing_known(r.rule.when) is True)
 
     sig_patterns: dict[str, tuple[str, int]] = {}
     for sig in kb.signatures.values():
-        where = f"{kb.origin(sig.id)} [{sig.id}]"
+        where = _Where(kb, sig.id)
         flags = re.IGNORECASE if sig.ignore_case else 0
         sig_patterns[sig.id] = (sig.pattern, flags)
         captures = set(re.findall(r"\(\?P<(\w+)>", sig.pattern))
@@ -157,7 +193,7 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False, regex_codes: dict |
         _check_sets(where, sig.sets, kb.facts, problems, captures)
     sym_regexes: dict[str, tuple[re.Pattern[str], ...]] = {}
     for sym in kb.symptoms.values():
-        where = f"{kb.origin(sym.id)} [{sym.id}]"
+        where = _Where(kb, sym.id)
         compiled_patterns = []
         for pattern in sym.patterns:
             try:
@@ -180,5 +216,5 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False, regex_codes: dict |
         absence_rules=absence,
         signature_regexes=LazyRegexes(sig_patterns, regex_codes),
         symptom_regexes=sym_regexes,
-        influence=_influence(kb),
+        influence=_influence(kb, rules),
     )

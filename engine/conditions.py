@@ -14,7 +14,7 @@ from ..kb.model import Condition, Fact
 from .memory import FactRecord
 from .values import coerce, compare, equals
 
-__all__ = ["Truth", "Predicate", "compile_condition", "condition_facts", "uses_absence"]
+__all__ = ["Truth", "Predicate", "compile_condition", "condition_facts", "holds_with_nothing_known"]
 
 #: (truth, certainty of the premise)
 Truth = tuple[bool | None, float]
@@ -39,12 +39,22 @@ def condition_facts(cond: Condition) -> set[str]:
     return out
 
 
-def uses_absence(cond: Condition) -> bool:
-    """True when the condition can be true while facts are unknown (``known: false``)."""
+def holds_with_nothing_known(cond: Condition) -> bool | None:
+    """The condition's truth on an empty memory (three-valued, like the compiled predicate).
+
+    Only conditions true here can fire before any fact they read is known, so only those rules
+    need trying when an inference starts; every other rule waits for a fact it reads.
+    """
     if cond.fact is not None:
-        return cond.known is False
-    parts = cond.all or cond.any or ([cond.not_] if cond.not_ else [])
-    return any(uses_absence(p) for p in parts)
+        return {False: True, True: False}.get(cond.known) if cond.known is not None else None
+    if cond.all is not None:
+        values = [holds_with_nothing_known(c) for c in cond.all]
+        return False if False in values else (True if all(v is True for v in values) else None)
+    if cond.any is not None:
+        values = [holds_with_nothing_known(c) for c in cond.any]
+        return True if True in values else (False if all(v is False for v in values) else None)
+    inner = holds_with_nothing_known(cond.not_) if cond.not_ is not None else None
+    return None if inner is None else not inner
 
 
 def compile_condition(cond: Condition, facts: Mapping[str, Fact]) -> Predicate:

@@ -23,7 +23,7 @@ except (ImportError, AttributeError):  # pragma: no cover - other interpreters
 
 
 def key(pattern: str, flags: int) -> str:
-    return f"{flags}:{pattern}"
+    return f"{int(flags)}:{pattern}"  # int(): formatting a RegexFlag goes through the slow enum repr
 
 
 def export_all(patterns: list[tuple[str, int]]) -> dict[str, Any]:

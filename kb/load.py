@@ -18,7 +18,7 @@ __all__ = ["KBError", "Problem", "DATA_DIR", "load_kb", "load_kb_with_regexes", 
 
 DATA_DIR = Path(__file__).with_name("data")
 SECTIONS = ("facts", "symptoms", "signatures", "rules", "causes", "fixes")
-_CACHE_FORMAT = b"nccl-doctor-kb-cache-2\n"
+_CACHE_FORMAT = b"nccl-doctor-kb-cache-3\n"
 
 
 def _safe_loader():
@@ -214,6 +214,14 @@ def _regex_codes(kb: KnowledgeBase) -> dict:
     return export_all(patterns)
 
 
+def _check_compiles(kb: KnowledgeBase, codes: dict) -> None:
+    """Compile every rule condition and regex once, so that a KB read from YAML - and so every
+    cached KB - is known to work when the engine later compiles conditions lazily."""
+    from ..engine.compiled import compile_kb
+
+    compile_kb(kb, validate=True, regex_codes=codes)
+
+
 def load_kb(directory: Path | None = None, *, use_cache: bool = True) -> KnowledgeBase:
     """Load the KB folder (see :func:`load_kb_with_regexes`)."""
     return load_kb_with_regexes(directory, use_cache=use_cache)[0]
@@ -241,6 +249,7 @@ def load_kb_with_regexes(directory: Path | None = None, *, use_cache: bool = Tru
             return cached
     kb = without_examples(load_files(paths))
     codes = _regex_codes(kb)
+    _check_compiles(kb, codes)
     if cache is not None:
         _write_cache(cache, kb, codes)
     return kb, codes

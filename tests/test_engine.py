@@ -276,3 +276,26 @@ def test_fuzzy_words_forgive_typos_but_not_a_shorter_common_word(tmp_path):
     assert said("it freezse at step 3") == {"says_frozen"}  # a typo still counts
     assert said("it reports a timeout") == {"says_frozen"}  # so does the singular of a plural
     assert said("ConnectX-6 NICs, submitted with sbatch") == {"says_ib", "says_slurm"}
+
+
+def test_rules_true_on_nothing_fire_at_start_and_others_wait_for_their_facts(tmp_path):
+    kb = tmp_path / "absent.yaml"
+    kb.write_text(
+        "facts:\n  - {id: a, type: bool, question: A?}\n  - {id: b, type: bool, question: B?}\n"
+        "rules:\n"
+        "  - {id: nothing_about_b, when: {fact: b, known: false}, then: {evidence: [{cause: x, strength: 0.3}]}}\n"
+        "  - {id: a_without_b, when: {all: [{fact: a}, {fact: b, known: false}]}, then: {evidence: [{cause: y, strength: 0.4}]}}\n"
+        "  - {id: not_known_b, when: {not: {fact: b, known: true}}, then: {evidence: [{cause: z, strength: 0.2}]}}\n"
+        "causes:\n"
+        "  - {id: x, title: X, area: program, explanation: X., fixes: [f], references: ['https://example.org/x']}\n"
+        "  - {id: y, title: Y, area: program, explanation: Y., fixes: [f], references: ['https://example.org/y']}\n"
+        "  - {id: z, title: Z, area: program, explanation: Z., fixes: [f], references: ['https://example.org/z']}\n"
+        "fixes:\n  - {id: f, title: F, steps: [s]}\n")
+    doctor = Doctor(load_files([kb]))
+    assert {doctor.compiled.rules[i].id for i in doctor.compiled.absence_rules} == {"nothing_about_b", "not_known_b"}
+    session = doctor.session()
+    assert sorted(ids(session)) == ["x", "z"]
+    session.answer("a", True)
+    assert sorted(ids(session)) == ["x", "y", "z"]
+    session.answer("b", False)
+    assert ids(session) == []
