@@ -37,6 +37,7 @@ class Inference:
     fired: list[Firing] = field(default_factory=list)
     evidence: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     fired_ids: set[str] = field(default_factory=set)
+    matched_words: dict[str, tuple[str, ...]] = field(default_factory=dict)  # relevance evidence per cause
 
     def certainty(self, cause: str) -> float:
         return combine_all(v for _, v in self.evidence.get(cause, ()))
@@ -50,6 +51,7 @@ class Inference:
             fired=list(self.fired),
             evidence={k: list(v) for k, v in self.evidence.items()},
             fired_ids=set(self.fired_ids),
+            matched_words=self.matched_words,
         )
 
 

@@ -7,9 +7,16 @@ from .chaining import Inference
 from .compiled import CompiledKB
 from .memory import FactRecord
 from .questions import simulate
+from .relevance import RELEVANCE
 from .results import How, HowStep, Why
 
-__all__ = ["how", "why", "fact_trace"]
+__all__ = ["how", "why", "fact_trace", "relevance_text"]
+
+
+def relevance_text(state: Inference, cause_id: str) -> str:
+    """The description of relevance evidence: the user's words the cause's text shares."""
+    words = ", ".join(state.matched_words.get(cause_id, ()))
+    return f"Words of your description that this cause's explanation and fixes use: {words}"
 
 
 def fact_trace(facts: Mapping[str, FactRecord], name: str, depth: int = 0) -> HowStep:
@@ -30,6 +37,10 @@ def how(ckb: CompiledKB, state: Inference, cause_id: str) -> How:
     firings = {f.rule: f for f in state.fired}
     rules = []
     for rule_id, contribution in state.evidence.get(cause_id, []):
+        if rule_id == RELEVANCE:
+            rules.append({"rule": rule_id, "description": relevance_text(state, cause_id),
+                          "defined_at": "engine/relevance.py", "contribution": round(contribution, 3), "facts": []})
+            continue
         rule = ckb.kb.rules[rule_id]
         firing = firings[rule_id]
         rules.append({

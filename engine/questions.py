@@ -10,8 +10,10 @@ Gain is myopic: a rule that needs two unknown facts gains nothing from either an
 So each candidate also gets a *relevance*, the belief mass of the leading causes whose rules
 read it, and questions rank by ``gain + RELEVANCE_WEIGHT × relevance``. While no cause is
 confident (certainty below :data:`CONFIDENT`) the leading set is wide (:data:`WIDE`), so the
-engine can still find its way to causes nothing points at yet. A question is offered only if
-it has some gain or some relevance; when none has, there is nothing useful left to ask.
+engine can still find its way to causes nothing points at yet; once one is, causes raised
+only by the user's words (:mod:`engine.relevance`) drop out of the leading set. A question is
+offered only if it has some gain or some relevance; when none has, there is nothing useful
+left to ask.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from ..kb.model import Condition, Fact
 from .chaining import Inference, extend
 from .compiled import CompiledKB
 from .memory import FactRecord, Source
+from .relevance import RELEVANCE
 from .results import Question
 from .values import Value, coerce, parse_version
 
@@ -148,6 +151,8 @@ def rank_questions(
     certainties = state.certainties()
     confident = max(certainties.values(), default=0.0) >= CONFIDENT
     leading = leading_causes(ckb, certainties, LEADING if confident else WIDE)
+    if confident:  # once rules back a cause firmly, word matches alone do not warrant questions
+        leading = [c for c in leading if any(rule != RELEVANCE for rule, _ in state.evidence.get(c, ()))]
     if not leading:
         return []
     leading_set = set(leading)

@@ -16,11 +16,13 @@ from .certainty import RAISE_THRESHOLD
 from .chaining import Inference, infer
 from .compiled import CompiledKB, compile_kb
 from .explain import how as explain_how
+from .explain import relevance_text
 from .explain import why as explain_why
 from .matching import SignatureHit, SymptomMatch, match_symptoms, scan_lines
 from .memory import SOURCE_PRIORITY, FactRecord, Source
 from .plan import build_plan
 from .questions import answer_options, leading_causes, rank_questions
+from .relevance import RELEVANCE, RelevanceIndex
 from .results import Diagnosis, EvidenceItem, How, Plan, Question, Why
 from .values import Value, ValueProblem, coerce
 
@@ -78,6 +80,15 @@ class Doctor:
     def __init__(self, kb: KnowledgeBase, *, validate: bool = False, regex_codes: dict | None = None):
         self._ckb = compile_kb(kb, validate=validate, regex_codes=regex_codes)
         self._options = answer_options(self._ckb)
+        saved = (regex_codes or {}).get("relevance")
+        self._relevance: RelevanceIndex | None = RelevanceIndex(state=saved) if saved else None
+
+    @property
+    def relevance(self) -> RelevanceIndex:
+        """The KB's text index for relevance evidence (built on first use; building twice is harmless)."""
+        if self._relevance is None:
+            self._relevance = RelevanceIndex(self._ckb.kb)
+        return self._relevance
 
     @property
     def kb(self) -> KnowledgeBase:
@@ -407,13 +418,23 @@ class Session:
 
     def _inference(self) -> Inference:
         if self._state is None:
-            self._state = infer(self.doctor.compiled, self._base())
+            base = self._base()
+            state = infer(self.doctor.compiled, base)
+            if self._texts:
+                weighed = self.doctor.relevance.evidence(self._texts)
+                for cause_id, (strength, words) in weighed.items():
+                    state.evidence.setdefault(cause_id, []).append((RELEVANCE, strength))
+                state.matched_words = {cause_id: words for cause_id, (_, words) in weighed.items()}
+            self._state = state
         return self._state
 
     def _evidence(self, state: Inference, cause_id: str) -> list[EvidenceItem]:
         firings = {f.rule: f for f in state.fired}
         items = []
         for rule_id, contribution in state.evidence.get(cause_id, []):
+            if rule_id == RELEVANCE:
+                items.append(EvidenceItem(rule_id, relevance_text(state, cause_id), round(contribution, 3), {}))
+                continue
             rule = self.doctor.kb.rules[rule_id]
             facts = {
                 name: {"value": state.facts[name].value, "source": str(state.facts[name].source)}

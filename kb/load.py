@@ -18,7 +18,7 @@ __all__ = ["KBError", "Problem", "DATA_DIR", "load_kb", "load_kb_with_regexes", 
 
 DATA_DIR = Path(__file__).with_name("data")
 SECTIONS = ("facts", "symptoms", "signatures", "rules", "causes", "fixes")
-_CACHE_FORMAT = b"nccl-doctor-kb-cache-3\n"
+_CACHE_FORMAT = b"nccl-doctor-kb-cache-4\n"
 
 
 def _safe_loader():
@@ -205,13 +205,18 @@ def _write_cache(path: Path, kb: KnowledgeBase, codes: dict) -> None:
 
 
 def _regex_codes(kb: KnowledgeBase) -> dict:
+    """What a start can reuse instead of rebuilding: exported regexes and the relevance index."""
     import re
 
     from ..engine.regex_code import export_all
 
+    from ..engine.relevance import RelevanceIndex
+
     patterns = [(s.pattern, re.IGNORECASE if s.ignore_case else 0) for s in kb.signatures.values()]
     patterns += [(p, re.IGNORECASE) for s in kb.symptoms.values() for p in s.patterns]
-    return export_all(patterns)
+    codes = export_all(patterns)
+    codes["relevance"] = RelevanceIndex(kb).state()  # the text index, so a one-shot start skips it
+    return codes
 
 
 def _check_compiles(kb: KnowledgeBase, codes: dict) -> None:

@@ -7,7 +7,7 @@ build pydantic classes.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Union
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
 ]
 
 FactValue = Union[bool, int, float, str]
+_COMPARISONS = ("eq", "ne", "in_", "lt", "le", "gt", "ge", "matches", "known")
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,7 @@ class Condition:
 
     def comparisons(self) -> list[str]:
         """The comparison keys set on this condition."""
-        keys = ("eq", "ne", "in_", "lt", "le", "gt", "ge", "matches", "known")
-        return [k for k in keys if getattr(self, k) is not None]
+        return [k for k in _COMPARISONS if getattr(self, k) is not None]
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,8 @@ class Fix:
     if_not_fixed: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """A JSON-ready copy (shallow: the values are strings; faster than dataclasses.asdict)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,14 @@ def without_examples(kb: KnowledgeBase) -> KnowledgeBase:
         symptoms={k: replace(v, examples=empty) for k, v in kb.symptoms.items()},
         signatures={k: replace(v, examples=empty) for k, v in kb.signatures.items()},
     )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, dict):
+        return dict(value)
+    return value
 
 
 def _reduce(self: Any) -> tuple:

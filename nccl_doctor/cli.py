@@ -194,7 +194,7 @@ def _print_text(report: dict[str, Any], hang_lines: list[str], probes: list[dict
         for item in diagnosis["evidence"][:3]:
             sign = "+" if item["strength"] > 0 else "-"
             facts = ", ".join(f"{k}={v['value']} ({v['source']})" for k, v in item["facts"].items())
-            print(f"   {sign} {item['description'] or item['rule']}: {facts}")
+            print(f"   {sign} {item['description'] or item['rule']}" + (f": {facts}" if facts else ""))
     plan = report["plan"]
     if plan["steps"]:
         print("\nFix plan")
@@ -382,5 +382,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def run() -> None:
+    """The console entry point: :func:`main`, then leave without the interpreter's teardown.
+
+    Freeing the compiled KB's many small objects at exit cost about as long as the diagnosis
+    itself; every file is closed by then, so flushing the two streams is all that is left.
+    """
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: the reader has gone
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
