@@ -19,7 +19,7 @@ from rapidfuzz import fuzz, process
 
 from .compiled import CompiledKB
 
-__all__ = ["SymptomMatch", "SignatureHit", "match_symptoms", "scan_lines", "clean_line", "tokens"]
+__all__ = ["SymptomMatch", "SignatureHit", "match_symptoms", "scan_lines", "clean_line", "tokens", "continued_error", "LAST_ERROR"]
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_'+/.]*[a-z0-9]|[a-z0-9]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
@@ -32,6 +32,8 @@ _WINDOW_SLACK = 4
 _FUZZY_LIMIT = 20_000  # unique words; beyond this only exact and prefix matches count
 _MAX_STARTS = 2_000
 _PATTERN_LINE_CHARS = 2_000
+LAST_ERROR = "Last error:"
+_RANK_PREFIX = re.compile(r"^\s*(\[(default)?\d+\]:\s*)?\[rank\d+\]:\s*")
 
 
 @dataclass(frozen=True)
@@ -174,17 +176,34 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     return matches
 
 
+def continued_error(previous: str, line: str) -> str | None:
+    """PyTorch prints the NCCL error text on the line after a bare "Last error:"; the two as one
+    line ("Last error: <text>") for the signatures that read it, else None."""
+    if not previous.rstrip().endswith(LAST_ERROR):
+        return None
+    return f"{LAST_ERROR} {_RANK_PREFIX.sub('', line).strip()}"
+
+
 def scan_lines(ckb: CompiledKB, lines: Iterable[str], first_line: int = 1) -> Iterator[SignatureHit]:
     """Run every log signature over the lines; yield one hit per (line, signature)."""
     signatures = [
         (sig.id, tuple(n.lower() for n in sig.needles) if sig.ignore_case else tuple(sig.needles), sig.ignore_case)
         for sig in ckb.kb.signatures.values()
     ]
+    continuing = [sid for sid, needles, _ in signatures if LAST_ERROR in needles]
     regexes = ckb.signature_regexes
+    previous = ""
     for line_no, raw in enumerate(lines, start=first_line):
         line = clean_line(raw)
         if not line:
             continue
+        joined = continued_error(previous, line)
+        previous = line
+        if joined is not None:
+            for sig_id in continuing:
+                found = regexes[sig_id].search(joined)
+                if found:
+                    yield SignatureHit(sig_id, line_no, joined, {k: v for k, v in found.groupdict().items() if v is not None})
         lowered = None
         for sig_id, needles, caseless in signatures:
             if needles:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .engine.compiled import CompiledKB
-from .engine.matching import SignatureHit, clean_line
+from .engine.matching import LAST_ERROR, SignatureHit, clean_line, continued_error
 from .logs import CHUNK_BYTES, MAX_LINE_BYTES, LogProblem, looks_binary
 
 __all__ = ["LineFilter", "scan_file", "backend_name"]
@@ -178,6 +178,30 @@ def _chunks(path: str) -> Iterator[tuple[bytes, int]]:
             pending = data[cut + 1:]
 
 
+_LAST_ERROR = LAST_ERROR.encode()
+
+
+def _continue_error(line_filter: "LineFilter", buf: bytes, end: int, line_no: int,
+                    first: dict[str, SignatureHit], counts: dict[str, int]) -> None:
+    """A bare "Last error:" line: read the next line (within this chunk) as its text."""
+    start = end + 1
+    if start >= len(buf):
+        return
+    stop = buf.find(b"\n", start)
+    nxt = clean_line(buf[start:len(buf) if stop < 0 else stop][:MAX_LINE_BYTES].decode("utf-8", "replace"))
+    joined = continued_error(LAST_ERROR, nxt) if nxt.strip() else None
+    if joined is None:
+        return
+    for sig in line_filter.signatures_for(joined.encode()):
+        if _LAST_ERROR not in sig.needles:
+            continue
+        found = sig.regex.search(joined)
+        if found:
+            counts[sig.id] = counts.get(sig.id, 0) + 1
+            if sig.id not in first:
+                first[sig.id] = SignatureHit(sig.id, line_no, joined, {k: v for k, v in found.groupdict().items() if v is not None})
+
+
 def scan_file(ckb: CompiledKB, path: str, line_filter: LineFilter | None = None
               ) -> tuple[int, list[SignatureHit], dict[str, int]]:
     """Scan one file with every KB signature.
@@ -208,6 +232,8 @@ def scan_file(ckb: CompiledKB, path: str, line_filter: LineFilter | None = None
                     if sig.id not in first:
                         caps = {k: v for k, v in found.groupdict().items() if v is not None}
                         first[sig.id] = SignatureHit(sig.id, line_no, text, caps)
+                if raw.rstrip().endswith(_LAST_ERROR):
+                    _continue_error(line_filter, buf, end, line_no + 1, first, counts)
             total_lines = first_line - 1 + buf.count(b"\n") + (1 if buf and not buf.endswith(b"\n") else 0)
     except OSError as exc:
         raise LogProblem(f"{path}: cannot read: {exc.strerror or exc}") from None

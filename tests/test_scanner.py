@@ -56,3 +56,27 @@ def test_binary_file_refused(doctor, tmp_path):
     path.write_bytes(b"\x00\x01\x02" * 1000)
     with pytest.raises(LogProblem, match="binary"):
         scan_file(doctor.compiled, str(path))
+
+
+@pytest.mark.parametrize("use_hyperscan", [True, False], ids=["hyperscan", "python-re"])
+def test_last_error_on_the_next_line_is_read_by_both_scanners(doctor, tmp_path, use_hyperscan):
+    lines = [
+        "[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+        "remote process exited or there was a network error, NCCL version 2.21.5",
+        "[rank1]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+        "[rank1]: Last error:",
+        "[rank1]: socketProgressOpt: Call to recv from 10.0.0.2<33759> failed : Connection reset by peer",
+        "NCCL INFO comm 0x55 rank 1 nranks 16 cudaDev 1 busId 2000 - Init COMPLETE",
+    ]
+    path = tmp_path / "rank1.log"
+    path.write_text("\n".join(lines) + "\n")
+    in_memory = [h for h in scan_lines(doctor.compiled, lines) if h.signature == "nccl_last_error"]
+    _, hits, counts = scan_file(doctor.compiled, str(path), LineFilter(doctor.compiled, use_hyperscan=use_hyperscan))
+    from_file = [h for h in hits if h.signature == "nccl_last_error"]
+    for found in (in_memory, from_file):
+        assert [(h.line_no, h.captures["text"]) for h in found] == [
+            (4, "socketProgressOpt: Call to recv from 10.0.0.2<33759> failed : Connection reset by peer")]
+    assert counts["nccl_last_error"] == 1
+    session = doctor.session()
+    session.add_log(lines)
+    assert session.facts()["log_nccl_last_error"].value.startswith("socketProgressOpt")
