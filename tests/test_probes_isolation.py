@@ -94,7 +94,7 @@ def test_ctrl_c_kills_children_and_returns():
     start = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=10)
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 8  # versus the probe's 60 s deadline; slack for a loaded machine
     assert out.startswith("skipped interrupted"), (out, err)
     time.sleep(0.2)
     assert _alive_with(token) == []

@@ -113,6 +113,6 @@ def test_d_firewall_between_two_hosts_ranked_first(two_hosts, doctor):
     assert facts["probe_master_host_reachable"] is True
     assert blocked["status"] == "failed"
     assert any("firewall" in f and str(PORT) in f for f in blocked["findings"]), blocked["findings"]
-    assert blocked["wall"] < 10
+    assert blocked["wall"] < 20  # the probe gives up at its own deadline instead of hanging
     session = _session(doctor, blocked)
     assert session.diagnoses()[0].id == "firewall_blocks_ports", [d.id for d in session.diagnoses()[:3]]
