@@ -19,7 +19,7 @@ from rapidfuzz import fuzz, process
 
 from .compiled import CompiledKB
 
-__all__ = ["SymptomMatch", "SignatureHit", "match_symptoms", "scan_lines", "clean_line", "tokens", "continued_error", "LAST_ERROR"]
+__all__ = ["SymptomMatch", "SignatureHit", "match_symptoms", "scan_lines", "clean_line", "tokens", "last_error_line", "LAST_ERROR"]
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_'+/.]*[a-z0-9]|[a-z0-9]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
@@ -176,11 +176,9 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     return matches
 
 
-def continued_error(previous: str, line: str) -> str | None:
-    """PyTorch prints the NCCL error text on the line after a bare "Last error:"; the two as one
-    line ("Last error: <text>") for the signatures that read it, else None."""
-    if not previous.rstrip().endswith(LAST_ERROR):
-        return None
+def last_error_line(line: str) -> str:
+    """PyTorch prints the NCCL error text on the line after a bare "Last error:"; that next line
+    as one "Last error: <text>" line, for the signatures that read it."""
     return f"{LAST_ERROR} {_RANK_PREFIX.sub('', line).strip()}"
 
 
@@ -197,9 +195,10 @@ def scan_lines(ckb: CompiledKB, lines: Iterable[str], first_line: int = 1) -> It
         line = clean_line(raw)
         if not line:
             continue
-        joined = continued_error(previous, line)
+        after_last_error = previous.rstrip().endswith(LAST_ERROR)
         previous = line
-        if joined is not None:
+        if after_last_error:
+            joined = last_error_line(line)
             for sig_id in continuing:
                 found = regexes[sig_id].search(joined)
                 if found:

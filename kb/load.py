@@ -204,7 +204,7 @@ def _write_cache(path: Path, kb: KnowledgeBase, codes: dict) -> None:
         pass
 
 
-def _regex_codes(kb: KnowledgeBase) -> dict:
+def _start_artifacts(kb: KnowledgeBase) -> dict:
     """What a start can reuse instead of rebuilding: exported regexes and the relevance index."""
     import re
 
@@ -233,7 +233,8 @@ def load_kb(directory: Path | None = None, *, use_cache: bool = True) -> Knowled
 
 
 def load_kb_with_regexes(directory: Path | None = None, *, use_cache: bool = True) -> tuple[KnowledgeBase, dict]:
-    """The KB folder (the packaged one by default) and its compiled regexes, through a cache.
+    """The KB folder (the packaged one by default) and what a start reuses (compiled regexes, the
+    relevance text index), through a cache.
 
     The examples beside rules, symptoms and signatures are left out (lint and the example
     tests read them with :func:`load_files`).
@@ -253,7 +254,7 @@ def load_kb_with_regexes(directory: Path | None = None, *, use_cache: bool = Tru
         if cached is not None:
             return cached
     kb = without_examples(load_files(paths))
-    codes = _regex_codes(kb)
+    codes = _start_artifacts(kb)
     _check_compiles(kb, codes)
     if cache is not None:
         _write_cache(cache, kb, codes)

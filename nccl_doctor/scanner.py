@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .engine.compiled import CompiledKB
-from .engine.matching import LAST_ERROR, SignatureHit, clean_line, continued_error
+from .engine.matching import LAST_ERROR, SignatureHit, clean_line, last_error_line
 from .logs import CHUNK_BYTES, MAX_LINE_BYTES, LogProblem, looks_binary
 
 __all__ = ["LineFilter", "scan_file", "backend_name"]
@@ -189,12 +189,10 @@ def _continue_error(line_filter: "LineFilter", buf: bytes, end: int, line_no: in
         return
     stop = buf.find(b"\n", start)
     nxt = clean_line(buf[start:len(buf) if stop < 0 else stop][:MAX_LINE_BYTES].decode("utf-8", "replace"))
-    joined = continued_error(LAST_ERROR, nxt) if nxt.strip() else None
-    if joined is None:
+    if not nxt.strip():
         return
-    for sig in line_filter.signatures_for(joined.encode()):
-        if _LAST_ERROR not in sig.needles:
-            continue
+    joined = last_error_line(nxt)
+    for sig in line_filter.by_needle.get(_LAST_ERROR, ()):
         found = sig.regex.search(joined)
         if found:
             counts[sig.id] = counts.get(sig.id, 0) + 1
