@@ -8,6 +8,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from ..errors import KBError
 from ..kb.model import Fact, KnowledgeBase, Rule
 from .conditions import Predicate, compile_condition, condition_facts, holds_with_nothing_known
 from .regex_code import rebuild
@@ -16,12 +17,8 @@ from .values import ValueProblem, coerce
 __all__ = ["CompiledRule", "CompiledKB", "CompileError", "compile_kb"]
 
 
-class CompileError(ValueError):
+class CompileError(KBError):
     """The KB's meaning is broken (unknown names, bad regexes); ``problems`` lists each."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("knowledge base does not compile:\n  " + "\n  ".join(problems))
 
 
 class LazyRegexes(dict):

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InputTooLarge, SessionError, StateError, UnknownFact
 from ..kb.model import KnowledgeBase
 from .certainty import RAISE_THRESHOLD
 from .chaining import Inference, infer
@@ -44,22 +45,6 @@ STATE_VERSION = 1
 MAX_TEXT_CHARS = 200_000
 MAX_LINE_CHARS = 8_192
 _LATER_WINS = {"answer", "cli", "probe"}
-
-
-class SessionError(ValueError):
-    """Bad input to a session; the message names the problem."""
-
-
-class UnknownFact(SessionError):
-    """A fact name the KB does not define."""
-
-
-class InputTooLarge(SessionError):
-    """Text beyond :data:`MAX_TEXT_CHARS`."""
-
-
-class StateError(SessionError):
-    """A saved session that cannot be restored."""
 
 
 @dataclass

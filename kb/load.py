@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import KBError
 from .model import KnowledgeBase, freeze, without_examples
 
 __all__ = ["KBError", "Problem", "DATA_DIR", "load_kb", "load_kb_with_regexes", "load_files", "kb_fingerprint"]
@@ -40,16 +41,6 @@ class Problem:
         where = f"{self.file}:{self.line}" if self.line else self.file
         item = f" [{self.item}]" if self.item else ""
         return f"{where}{item}: {self.message}"
-
-
-class KBError(Exception):
-    """The knowledge base cannot be used; ``problems`` lists why."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        lines = "\n".join(f"  {p}" for p in problems[:50])
-        more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
-        super().__init__(f"knowledge base has {len(problems)} problem(s):\n{lines}{more}")
 
 
 def _item_lines(text: str) -> dict[tuple[str, int], tuple[int, str]]:

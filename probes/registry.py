@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ProbeError
 from .runner import CmdResult, Runner, get_runner
 
 __all__ = ["ProbeSpec", "Context", "Skip", "ProbeError", "SPECS", "spec", "host_probe_names"]
@@ -29,10 +30,6 @@ class ProbeSpec:
 
 class Skip(Exception):
     """Raised by a probe that does not apply here (the message says why)."""
-
-
-class ProbeError(Exception):
-    """Raised by a probe whose check could not be completed or found the path broken."""
 
 
 @dataclass

@@ -26,6 +26,7 @@ from .engine import (
     UnknownFact,
     Why,
 )
+from .errors import DoctorError
 from .kb import KBError
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "InputTooLarge",
     "StateError",
     "KBError",
+    "DoctorError",
     "__version__",
 ]
 __version__ = "0.1.0"

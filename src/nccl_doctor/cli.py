@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Any, NoReturn
 
+from .errors import UsageError
+
 __all__ = ["main"]
 
 USAGE = """\
@@ -20,10 +22,6 @@ diagnose tui [--symptom TEXT] [--log PATH ...]
 diagnose kb lint|stats|schema [--kb DIR]
 diagnose probes
 diagnose serve [--host 127.0.0.1] [--port 8000]"""
-
-
-class UsageError(Exception):
-    """Bad arguments or input: reported as one line, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):

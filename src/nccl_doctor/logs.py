@@ -12,15 +12,13 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from .errors import LogProblem
+
 __all__ = ["LogProblem", "expand_log_args", "read_lines", "looks_binary", "CHUNK_BYTES", "MAX_LINE_BYTES"]
 
 CHUNK_BYTES = 4 << 20
 MAX_LINE_BYTES = 64 << 10
 _LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ""}
-
-
-class LogProblem(ValueError):
-    """A log argument that cannot be read; the message says which and why."""
 
 
 def looks_binary(head: bytes) -> bool:

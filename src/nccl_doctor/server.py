@@ -34,6 +34,7 @@ from typing import Any, Union
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from . import __version__
+from .errors import DoctorError
 from .engine.session import (
     MAX_TEXT_CHARS,
     Doctor,
@@ -127,8 +128,8 @@ class AnswersBody(_Body):
 
 
 # ------------------------------------------------------------------------------ errors
-class ApiError(Exception):
-    """An error the client caused (or a full server); becomes ``{"error": message}``."""
+class ApiError(DoctorError):
+    """An error the client caused (or a full server); becomes ``{"error": message}`` with ``status``."""
 
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)

@@ -15,19 +15,12 @@ import os
 import pickle
 import re
 
+from ..errors import DumpProblem, UnsafeDump
 from .scan import Event, FileScan, PGState, Stream, names_from_path
 
 __all__ = ["UnsafeDump", "DumpProblem", "looks_like_dump", "load_dump", "scan_dump", "MAX_DUMP_BYTES"]
 
 MAX_DUMP_BYTES = 256 << 20
-
-
-class DumpProblem(ValueError):
-    """A Flight Recorder dump that cannot be read (the message says why)."""
-
-
-class UnsafeDump(DumpProblem):
-    """A pickle that asks for anything but plain data (it could run code): refused."""
 
 
 class _PlainUnpickler(pickle.Unpickler):
