@@ -16,17 +16,21 @@ import sys
 import time
 
 from nccl_doctor.engine import Doctor
-from nccl_doctor.kb.model import Action, Cause, Condition, Evidence, Fact, Fix, KnowledgeBase, Rule
+from nccl_doctor.kb.artifact import KnowledgeBase, runtime
+from nccl_doctor.kb.schema import Action, Cause, Condition, Evidence, Fact, Fix, Rule
+from nccl_doctor.kb.schema import KnowledgeBase as MergedKB
 
 
 def generate(rules: int, seed: int = 0) -> KnowledgeBase:
     rng = random.Random(seed)
     n_causes, n_facts = rules // 5, max(rules // 4, 50)
-    facts = {f"f{i}": Fact(f"f{i}", "bool", question=f"Is f{i} true?") for i in range(n_facts)}
-    facts.update({f"d{i}": Fact(f"d{i}", "bool") for i in range(rules // 10)})  # derived facts
-    causes = {f"c{i}": Cause(f"c{i}", f"Cause {i}", "network", "x", [f"x{i}"], ["https://example.org"], prior=rng.uniform(0.01, 0.2))
+    facts = {f"f{i}": Fact(id=f"f{i}", type="bool", question=f"Is f{i} true?") for i in range(n_facts)}
+    facts.update({f"d{i}": Fact(id=f"d{i}", type="bool") for i in range(rules // 10)})  # derived facts
+    causes = {f"c{i}": Cause(id=f"c{i}", title=f"Cause {i}", area="network", explanation="x", fixes=[f"x{i}"],
+                             references=["https://example.org"], prior=rng.uniform(0.01, 0.2))
               for i in range(n_causes)}
-    fixes = {f"x{i}": Fix(f"x{i}", f"Fix {i}", [f"step {i}"], kind=rng.choice(["check", "change"])) for i in range(n_causes)}
+    fixes = {f"x{i}": Fix(id=f"x{i}", title=f"Fix {i}", steps=[f"step {i}"], kind=rng.choice(["check", "change"]))
+             for i in range(n_causes)}
     out: dict[str, Rule] = {}
     for i in range(rules):
         picks = rng.sample(range(n_facts), 2)
@@ -35,12 +39,13 @@ def generate(rules: int, seed: int = 0) -> KnowledgeBase:
             then = Action(set={f"d{i // 10}": True})
         else:
             cause = f"c{(i * 7919) % n_causes}"
-            then = Action(evidence=[Evidence(cause, rng.choice([0.2, 0.4, 0.6, -0.5]))])
+            then = Action(evidence=[Evidence(cause=cause, strength=rng.choice([0.2, 0.4, 0.6, -0.5]))])
             if i % 10 == 5 and i // 10 > 0:
                 parts.append(Condition(fact=f"d{rng.randrange(i // 10)}"))
         op = "all" if i % 3 else "any"
-        out[f"r{i}"] = Rule(f"r{i}", Condition(**{op: parts}), then)
-    return KnowledgeBase(facts, {}, {}, out, causes, fixes)
+        out[f"r{i}"] = Rule(id=f"r{i}", when=Condition(**{op: parts}), then=then)
+    merged = MergedKB(facts=facts, symptoms={}, signatures={}, rules=out, causes=causes, fixes=fixes)
+    return runtime(merged.model_dump(mode="json"))
 
 
 def play(doctor: Doctor, seed: int, answers: int = 10) -> list[float]:

@@ -34,7 +34,7 @@ def kb_lines() -> tuple[list[str], list[str]]:
     """The KB's signature patterns and the lines its examples say must match."""
     from nccl_doctor.kb.load import kb_files, load_files, DATA_DIR
 
-    kb = load_files(kb_files(DATA_DIR))
+    kb = load_files(kb_files(DATA_DIR), DATA_DIR)
     patterns = [s.pattern for s in kb.signatures.values()]
     planted = [line for s in kb.signatures.values() for e in s.examples.fires for line in e.log.splitlines() if line]
     return patterns, planted

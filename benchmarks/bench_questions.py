@@ -16,10 +16,10 @@ import statistics
 import sys
 
 from nccl_doctor import load_doctor
-from nccl_doctor.kb.model import Condition
+from nccl_doctor.engine.conditions import comparisons
 
 
-def wanted(cond: Condition, out: dict) -> None:
+def wanted(cond, out: dict) -> None:
     """The fact values that make ``cond`` true (first value wins)."""
     if cond.all is not None:
         for part in cond.all:
@@ -28,12 +28,12 @@ def wanted(cond: Condition, out: dict) -> None:
         wanted(cond.any[0], out)
     elif cond.not_ is not None:
         inner = cond.not_
-        if inner.fact is not None and not inner.comparisons():
+        if inner.fact is not None and not comparisons(inner):
             out.setdefault(inner.fact, False)
     elif cond.fact is not None:
         if cond.known is not None:
             return
-        if not cond.comparisons():
+        if not comparisons(cond):
             out.setdefault(cond.fact, True)
         elif cond.eq is not None:
             out.setdefault(cond.fact, cond.eq)

@@ -1,8 +1,8 @@
 """Forward chaining to a fixpoint.
 
 Order, fully specified: the agenda holds rules whose inputs changed; the next rule to test is
-the one with the highest ``salience``, then the earliest in the KB (files in name order, rules
-in file order). A rule fires when its condition is true, at most once per inference
+the earliest in the KB (vocabulary files first, then cause files, each in path order; rules in
+file order). A rule fires when its condition is true, at most once per inference
 (refraction). Within one inference facts are only ever added, never changed (the first value
 set wins), so every rule fires at most once and inference terminates on any KB, cyclic rules
 included.
@@ -83,11 +83,11 @@ def extend(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord]) -> 
 
 def _run(ckb: CompiledKB, state: Inference, start: set[int]) -> None:
     rules = ckb.rules
-    heap = [(-rules[i].rule.salience, rules[i].order, i) for i in start if rules[i].id not in state.fired_ids]
+    heap = [(rules[i].order, i) for i in start if rules[i].id not in state.fired_ids]
     heapq.heapify(heap)
-    queued = {i for _, _, i in heap}
+    queued = {i for _, i in heap}
     while heap:
-        _, _, index = heapq.heappop(heap)
+        _, index = heapq.heappop(heap)
         queued.discard(index)
         compiled = rules[index]
         if compiled.id in state.fired_ids:
@@ -108,5 +108,5 @@ def _run(ckb: CompiledKB, state: Inference, start: set[int]) -> None:
             )
             for dependent in ckb.rules_by_fact.get(name, ()):
                 if dependent not in queued and rules[dependent].id not in state.fired_ids:
-                    heapq.heappush(heap, (-rules[dependent].rule.salience, rules[dependent].order, dependent))
+                    heapq.heappush(heap, (rules[dependent].order, dependent))
                     queued.add(dependent)

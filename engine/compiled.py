@@ -1,20 +1,29 @@
 """The KB compiled once for the engine: predicates, indexes and regexes.
 
 Names are resolved here, so a typo in the KB fails at load time, never mid-session.
+
+Thread safety: a :class:`CompiledKB` is shared by every session of a :class:`~engine.session.Doctor`.
+Its only mutable parts are caches filled on first use — a rule's condition compiled the first
+time the rule is tried, a regex compiled the first time its needle is seen. Each fill stores a
+value computed from the read-only KB alone, so two threads racing on one entry both store an
+equal value and either one is correct; nothing else ever changes after construction.
 """
 from __future__ import annotations
 
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import KBError
-from ..kb.model import Fact, KnowledgeBase, Rule
+from ..kb.artifact import KnowledgeBase
 from .conditions import Predicate, compile_condition, condition_facts, holds_with_nothing_known
-from .regex_code import rebuild
 from .values import ValueProblem, coerce
 
-__all__ = ["CompiledRule", "CompiledKB", "CompileError", "compile_kb"]
+if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
+    from ..kb.schema import Fact, Rule
+
+__all__ = ["CompiledRule", "CompiledKB", "CompileError", "SymptomPattern", "compile_kb"]
 
 
 class CompileError(KBError):
@@ -22,21 +31,29 @@ class CompileError(KBError):
 
 
 class LazyRegexes(dict):
-    """Signature regexes compiled on first use: a one-shot run touches only the few whose
-    needles appear. The patterns were all compiled once when the KB was loaded from YAML."""
+    """Regexes compiled on first use: a one-shot run touches only the few whose needles appear.
+    Every pattern was compiled once when the KB was compiled from YAML."""
 
-    def __init__(self, patterns: dict[str, tuple[str, int]], codes: dict | None = None):
+    def __init__(self, patterns: dict):
         super().__init__()
-        self._patterns = patterns
-        self._codes = codes
+        self._patterns = patterns  # key -> (pattern, flags)
 
-    def __missing__(self, key: str) -> re.Pattern[str]:
+    def __missing__(self, key) -> re.Pattern[str]:
         pattern, flags = self._patterns[key]
-        regex = self[key] = rebuild(pattern, flags, self._codes)
+        regex = self[key] = re.compile(pattern, flags)
         return regex
 
     def __contains__(self, key: object) -> bool:
         return key in self._patterns
+
+
+@dataclass(frozen=True)
+class SymptomPattern:
+    """One symptom regex with the literals one of which every match contains (none: always tried)."""
+
+    symptom: str
+    index: int
+    needles: tuple[str, ...]
 
 
 class _LazyPredicate:
@@ -74,7 +91,8 @@ class CompiledKB:
     rules_by_fact: dict[str, tuple[int, ...]]
     absence_rules: tuple[int, ...]  # rules true while nothing is known: tried when inference starts
     signature_regexes: LazyRegexes
-    symptom_regexes: dict[str, tuple[re.Pattern[str], ...]]
+    symptom_patterns: dict[str, tuple[SymptomPattern, ...]]
+    symptom_regexes: LazyRegexes  # (symptom id, index) -> compiled regex
     influence: dict[str, frozenset[str]] = field(default_factory=dict)  # fact -> causes
 
     @property
@@ -139,13 +157,14 @@ def _influence(kb: KnowledgeBase, rules: list[CompiledRule]) -> dict[str, frozen
     return out
 
 
-def compile_kb(kb: KnowledgeBase, *, validate: bool = False, regex_codes: dict | None = None) -> CompiledKB:
+def compile_kb(kb: KnowledgeBase, *, validate: bool = False,
+               symptom_needles: dict[str, list[list[str]]] | None = None) -> CompiledKB:
     """Compile and cross-check a KB; raise :class:`CompileError` listing every problem.
 
-    Signature regexes and rule conditions compile lazily; ``validate`` compiles them all now
-    (the loader does so whenever it reads YAML, so a cached KB is known to compile; without it
-    only the facts a condition names are checked). ``regex_codes`` are compiled regexes exported
-    by :mod:`engine.regex_code` (the KB cache keeps them) to skip re-parsing.
+    Regexes and rule conditions compile lazily; ``validate`` compiles them all now (the KB
+    artifact is built that way, so a cached KB is known to compile; without it only the facts a
+    condition names are checked). ``symptom_needles`` (from the artifact) gate each symptom
+    pattern on a literal of the text, so a start compiles only the patterns that can match.
     """
     problems: list[str] = []
     rules: list[CompiledRule] = []
@@ -188,17 +207,23 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False, regex_codes: dict |
                 problems.append(f"{where}: pattern does not compile: {exc}")
                 continue
         _check_sets(where, sig.sets, kb.facts, problems, captures)
-    sym_regexes: dict[str, tuple[re.Pattern[str], ...]] = {}
+    sym_sources: dict[tuple[str, int], tuple[str, int]] = {}
+    sym_patterns: dict[str, tuple[SymptomPattern, ...]] = {}
     for sym in kb.symptoms.values():
         where = _Where(kb, sym.id)
-        compiled_patterns = []
-        for pattern in sym.patterns:
-            try:
-                compiled_patterns.append(rebuild(pattern, re.IGNORECASE, regex_codes))
-            except re.error as exc:
-                problems.append(f"{where}: pattern {pattern!r} does not compile: {exc}")
-        sym_regexes[sym.id] = tuple(compiled_patterns)
-        captures = set().union(*(set(r.groupindex) for r in compiled_patterns)) if compiled_patterns else set()
+        captures: set[str] = set()
+        gates = (symptom_needles or {}).get(sym.id) or [[] for _ in sym.patterns]
+        entries = []
+        for index, pattern in enumerate(sym.patterns):
+            sym_sources[(sym.id, index)] = (pattern, re.IGNORECASE)
+            entries.append(SymptomPattern(sym.id, index, tuple(gates[index]) if index < len(gates) else ()))
+            captures |= set(re.findall(r"\(\?P<(\w+)>", pattern))
+            if validate:
+                try:
+                    re.compile(pattern, re.IGNORECASE)
+                except re.error as exc:
+                    problems.append(f"{where}: pattern {pattern!r} does not compile: {exc}")
+        sym_patterns[sym.id] = tuple(entries)
         _check_sets(where, sym.sets, kb.facts, problems, captures)
     for cause in kb.causes.values():
         for fix in cause.fixes:
@@ -211,7 +236,8 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False, regex_codes: dict |
         rules=tuple(rules),
         rules_by_fact={k: tuple(v) for k, v in by_fact.items()},
         absence_rules=absence,
-        signature_regexes=LazyRegexes(sig_patterns, regex_codes),
-        symptom_regexes=sym_regexes,
+        signature_regexes=LazyRegexes(sig_patterns),
+        symptom_patterns=sym_patterns,
+        symptom_regexes=LazyRegexes(sym_sources),
         influence=_influence(kb, rules),
     )

@@ -10,11 +10,16 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..kb.model import Condition, Fact
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
+    from ..kb.schema import Condition, Fact
 from .memory import FactRecord
 from .values import coerce, compare, equals
 
-__all__ = ["Truth", "Predicate", "compile_condition", "condition_facts", "holds_with_nothing_known"]
+__all__ = ["Truth", "Predicate", "compile_condition", "condition_facts", "comparisons", "holds_with_nothing_known"]
+
+_COMPARISONS = ("eq", "ne", "in_", "lt", "le", "gt", "ge", "matches", "known")
 
 #: (truth, certainty of the premise)
 Truth = tuple[bool | None, float]
@@ -26,6 +31,11 @@ _UNKNOWN: Truth = (None, 0.0)
 @dataclass(frozen=True)
 class _Problem(Exception):
     message: str
+
+
+def comparisons(cond: "Condition") -> list[str]:
+    """The comparison keys set on a condition (at most one, the schema checks)."""
+    return [k for k in _COMPARISONS if getattr(cond, k) is not None]
 
 
 def condition_facts(cond: Condition) -> set[str]:
@@ -112,7 +122,7 @@ def _compile_fact_test(cond: Condition, facts: Mapping[str, Fact]) -> Predicate:
         raise ValueError(f"unknown fact {name!r}")
     fact = facts[name]
     kind = fact.type
-    ops = cond.comparisons()
+    ops = comparisons(cond)
     op = ops[0] if ops else None
 
     def literal(value: object) -> object:

@@ -157,7 +157,10 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     matches: list[SymptomMatch] = []
     for symptom in ckb.kb.symptoms.values():
         best: SymptomMatch | None = None
-        for regex in ckb.symptom_regexes.get(symptom.id, ()):
+        for gate in ckb.symptom_patterns.get(symptom.id, ()):
+            if gate.needles and not any(n in lowered for n in gate.needles):
+                continue  # no match can lack all of its literals: skip compiling it
+            regex = ckb.symptom_regexes[(gate.symptom, gate.index)]
             found = next((f for line in lines if (f := regex.search(line))), None)
             if found:
                 caps = {k: v for k, v in found.groupdict().items() if v is not None}

@@ -8,7 +8,7 @@ all but certain (:data:`CERTAIN`): then checking is done, and its first fix lead
 """
 from __future__ import annotations
 
-from ..kb.model import KnowledgeBase
+from ..kb.artifact import KnowledgeBase
 from .results import Diagnosis, Plan, PlanStep
 
 __all__ = ["build_plan", "MAX_PLAN_CAUSES"]

@@ -20,7 +20,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from ..kb.model import Condition, Fact
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
+    from ..kb.schema import Condition, Fact
 from .chaining import Inference, extend
 from .compiled import CompiledKB
 from .memory import FactRecord, Source

@@ -13,7 +13,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 
-from ..kb.model import KnowledgeBase
+from ..kb.artifact import KnowledgeBase
 from .matching import tokens
 
 __all__ = ["RELEVANCE", "RelevanceIndex", "WEIGHT"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputTooLarge, SessionError, StateError, UnknownFact
-from ..kb.model import KnowledgeBase
+from ..kb.artifact import KnowledgeBase
 from .certainty import RAISE_THRESHOLD
 from .chaining import Inference, infer
 from .compiled import CompiledKB, compile_kb
@@ -60,17 +60,24 @@ class LogSummary:
 
 
 class Doctor:
-    """A compiled knowledge base. Immutable after construction; share it between threads."""
+    """A compiled knowledge base; share one between threads and sessions.
 
-    def __init__(self, kb: KnowledgeBase, *, validate: bool = False, regex_codes: dict | None = None):
-        self._ckb = compile_kb(kb, validate=validate, regex_codes=regex_codes)
+    What a Doctor holds never changes after construction, except caches filled on first use
+    (compiled rule conditions and regexes, the relevance index): each is computed from the
+    read-only KB alone, so concurrent first uses at worst compute an equal value twice.
+    ``extras`` are the KB artifact's start-up parts (symptom needles, the relevance index).
+    """
+
+    def __init__(self, kb: KnowledgeBase, *, validate: bool = False, extras: Mapping[str, Any] | None = None):
+        extras = extras or {}
+        self._ckb = compile_kb(kb, validate=validate, symptom_needles=extras.get("symptom_needles"))
         self._options = answer_options(self._ckb)
-        saved = (regex_codes or {}).get("relevance")
+        saved = extras.get("relevance")
         self._relevance: RelevanceIndex | None = RelevanceIndex(state=saved) if saved else None
 
     @property
     def relevance(self) -> RelevanceIndex:
-        """The KB's text index for relevance evidence (built on first use; building twice is harmless)."""
+        """The KB's text index for relevance evidence (built on first use when the artifact had none)."""
         if self._relevance is None:
             self._relevance = RelevanceIndex(self._ckb.kb)
         return self._relevance
@@ -183,6 +190,10 @@ class Session:
         """Every known fact, given and derived."""
         return dict(self._inference().facts)
 
+    def fired_rules(self) -> list[str]:
+        """The ids of the rules that fired, in firing order."""
+        return [firing.rule for firing in self._inference().fired]
+
     def diagnoses(self, limit: int | None = None) -> list[Diagnosis]:
         """Raised causes, best first."""
         state = self._inference()
@@ -198,7 +209,7 @@ class Session:
             out.append(Diagnosis(
                 id=cause.id, title=cause.title, area=cause.area, confidence=certainties[cause_id],
                 explanation=cause.explanation, evidence=self._evidence(state, cause_id),
-                fixes=[kb.fixes[f].as_dict() for f in cause.fixes], references=list(cause.references),
+                fixes=[dict(kb.fixes[f]) for f in cause.fixes], references=list(cause.references),
             ))
         return out
 

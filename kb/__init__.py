@@ -1,5 +1,5 @@
-"""The knowledge base: its format (schema), loader and lint."""
-from .load import DATA_DIR, KBError, load_kb
-from .model import KnowledgeBase
+"""The knowledge base: its format (schema), loader, compiled artifact and lint."""
+from .artifact import KnowledgeBase
+from .load import DATA_DIR, KBError, kb_files, load_files
 
-__all__ = ["DATA_DIR", "KBError", "KnowledgeBase", "load_kb"]
+__all__ = ["DATA_DIR", "KBError", "KnowledgeBase", "kb_files", "load_files"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..engine.matching import match_symptoms, scan_lines
 from ..engine.session import Doctor, Session
-from .model import Example
+from .artifact import Record as Example
 
 __all__ = ["ExampleCase", "iter_examples", "check_example"]
 
@@ -57,7 +57,7 @@ def check_example(doctor: Doctor, case: ExampleCase) -> str | None:
     want = case.expect == "fires"
     if case.kind == "rule":
         session = _session_for(doctor, example)
-        fired = case.item in session._inference().fired_ids
+        fired = case.item in session.fired_rules()
         if fired != want:
             facts = {k: v.value for k, v in session.facts().items()}
             return f"rule {case.item} {'did not fire' if want else 'fired'} on {case.expect} example {case.index}; facts: {facts}"

@@ -1,9 +1,13 @@
-"""``diagnose kb lint``: check the whole KB in layers — YAML and schema, then meaning.
+"""``diagnose kb lint``: check the whole KB in layers — YAML and schema, then meaning, then layout.
 
 Each problem names the file, the line and the item id. Checks: the schema; every fact,
 cause, fix and probe referenced exists; regexes compile and cannot backtrack catastrophically;
 every rule, symptom and signature has examples of both kinds and they all behave; every fix is
-used; no cause without a rule that can raise it; no rule reading a fact nothing can set.
+used; no cause without a rule that can raise it; no rule reading a fact nothing can set; every
+incident names a cause and one of its fixes, and facts the KB has. In the packaged layout
+(``causes/``, ``vocabulary/``, ``incidents/``) a cause file holds one cause in
+``causes/<area>/<id>.yaml`` with the rules that weigh it, and vocabulary holds no causes, fixes or
+evidence.
 """
 from __future__ import annotations
 
@@ -13,8 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from .artifact import KnowledgeBase
 from .load import DATA_DIR, KBError, kb_files, load_files
-from .model import KnowledgeBase
 
 __all__ = ["lint_kb", "stats", "schema_text", "SCHEMA_PATH"]
 
@@ -51,12 +55,13 @@ def _meaning(kb: KnowledgeBase) -> list[str]:
     problems: list[str] = []
     settable = _settable_facts(kb)
     raising: Counter[str] = Counter()
+    direct = _direct_evidence_ids(kb)
     for rule in kb.rules.values():
         where = _where(kb, "rules", rule.id)
         dead = sorted(condition_facts(rule.when) - settable)
         if dead:
             problems.append(f"{where}: can never fire: nothing sets {', '.join(dead)} (no question, probe, symptom, signature or rule)")
-        if not rule.examples.fires or not rule.examples.silent:
+        if rule.id not in direct and (not rule.examples.fires or not rule.examples.silent):
             problems.append(f"{where}: needs examples of both kinds (fires and silent)")
         for ev in rule.then.evidence:
             if ev.strength > 0:
@@ -78,6 +83,66 @@ def _meaning(kb: KnowledgeBase) -> list[str]:
             problems.append(f"{_where(kb, 'fixes', fix.id)}: no cause uses this fix")
     problems.extend(_regex_problems(kb))
     problems.extend(_probe_problems(kb))
+    problems.extend(_incident_problems(kb))
+    return problems
+
+
+def _direct_evidence_ids(kb: KnowledgeBase) -> set[str]:
+    """Symptoms and signatures that weigh causes themselves (their rule is made by the loader;
+    their examples sit on the symptom or signature)."""
+    return {i.id for items in (kb.symptoms, kb.signatures) for i in items.values() if i.evidence}
+
+
+def _incident_problems(kb: KnowledgeBase) -> list[str]:
+    from ..engine.values import ValueProblem, coerce
+
+    problems = []
+    for incident in kb.incidents.values():
+        where = _where(kb, "incidents", incident.id)
+        cause = kb.causes.get(incident.cause)
+        if cause is None:
+            problems.append(f"{where}: unknown cause {incident.cause!r}")
+        elif incident.fix not in cause.fixes:
+            problems.append(f"{where}: fix {incident.fix!r} is not one of {incident.cause}'s fixes ({', '.join(cause.fixes)})")
+        for name, value in incident.knows.items():
+            fact = kb.facts.get(name)
+            if fact is None:
+                problems.append(f"{where}: knows unknown fact {name!r}")
+                continue
+            try:
+                coerce(value, fact.type, fact.choices)
+            except ValueProblem as exc:
+                problems.append(f"{where}: knows {name}: {exc}")
+        for pattern in incident.expected_remedy_any:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                problems.append(f"{where}: expected_remedy_any {pattern!r} does not compile: {exc}")
+    return problems
+
+
+def _layout_problems(kb: KnowledgeBase) -> list[str]:
+    """The packaged layout: one failure mode per file, shared vocabulary apart."""
+    problems = []
+    direct = _direct_evidence_ids(kb)
+    for cause in kb.causes.values():
+        file = kb.origins.get(f"causes:{cause.id}", "?").rpartition(":")[0]
+        if file != f"causes/{cause.area}/{cause.id}.yaml":
+            problems.append(f"{_where(kb, 'causes', cause.id)}: belongs in causes/{cause.area}/{cause.id}.yaml")
+    for section in ("rules", "symptoms", "signatures", "fixes"):
+        for item in getattr(kb, section).values():
+            if section == "rules" and item.id in direct:
+                continue
+            file = kb.origins.get(f"{section}:{item.id}", "?").rpartition(":")[0]
+            top = file.split("/", 1)[0]
+            weighs = [e.cause for e in item.evidence] if section in ("symptoms", "signatures") else (
+                [e.cause for e in item.then.evidence] if section == "rules" else [])
+            if top == "vocabulary" and (weighs or section == "fixes"):
+                problems.append(f"{_where(kb, section, item.id)}: weighs causes or fixes one: belongs in a cause file")
+            elif top == "causes" and section != "fixes" and weighs and not any(file.endswith(f"/{c}.yaml") for c in weighs):
+                problems.append(f"{_where(kb, section, item.id)}: gives no evidence for the cause of its file")
+            elif top not in ("vocabulary", "causes"):
+                problems.append(f"{_where(kb, section, item.id)}: lives outside causes/ and vocabulary/")
     return problems
 
 
@@ -111,14 +176,16 @@ def _probe_problems(kb: KnowledgeBase) -> list[str]:
     ]
 
 
-def lint_kb(directory: Path | None = None) -> list[str]:
-    """Every problem in the KB folder (the packaged one by default); empty when clean."""
+def lint_kb(directory: Path | None = None, *, examples: bool = True) -> list[str]:
+    """Every problem in the KB folder (the packaged one by default); empty when clean.
+    ``examples=False`` skips running the items' examples (the example tests run each one)."""
     from ..engine.compiled import CompileError
     from ..engine.session import Doctor
     from .examples import check_example, iter_examples
 
     try:
-        kb = load_files(kb_files(directory or DATA_DIR))
+        folder = Path(directory or DATA_DIR)
+        kb = load_files(kb_files(folder), folder)
     except KBError as exc:
         return [str(p) for p in exc.problems]
     try:
@@ -126,8 +193,11 @@ def lint_kb(directory: Path | None = None) -> list[str]:
     except CompileError as exc:
         return list(exc.problems)
     problems = _meaning(kb)
+    folder = Path(directory or DATA_DIR)
+    if (folder / "causes").is_dir() or (folder / "vocabulary").is_dir():
+        problems.extend(_layout_problems(kb))
     section = {"rule": "rules", "symptom": "symptoms", "signature": "signatures"}
-    for case in iter_examples(doctor):
+    for case in iter_examples(doctor) if examples else ():
         message = check_example(doctor, case)
         if message:
             problems.append(f"{_where(kb, section[case.kind], case.item)}: example: {message}")
@@ -136,7 +206,8 @@ def lint_kb(directory: Path | None = None) -> list[str]:
 
 def stats(directory: Path | None = None) -> dict[str, Any]:
     """Coverage figures: causes per area, signatures, references, examples."""
-    kb = load_files(kb_files(directory or DATA_DIR))
+    folder = Path(directory or DATA_DIR)
+    kb = load_files(kb_files(folder), folder)
     examples = sum(
         len(item.examples.fires) + len(item.examples.silent)
         for items in (kb.rules, kb.symptoms, kb.signatures) for item in items.values()
@@ -153,4 +224,7 @@ def stats(directory: Path | None = None) -> dict[str, Any]:
         "signatures": len(kb.signatures),
         "references": len({r for c in kb.causes.values() for r in c.references}),
         "examples": examples,
+        "incidents": len(kb.incidents),
+        "incidents_per_area": dict(sorted(Counter(kb.causes[i.cause].area for i in kb.incidents.values()
+                                                  if i.cause in kb.causes).items())),
     }

@@ -1,8 +1,19 @@
 """The knowledge-base format: these pydantic models are its one definition.
 
-A KB is a folder of YAML files. Each file may hold any of the sections below; the loader merges
-them and checks that every id is unique and every reference resolves. ``schema.json`` beside this
-module is generated from :class:`KBFile` (``diagnose kb schema``) and gives editors completion.
+A KB is a folder of YAML files, read recursively:
+
+- ``causes/<area>/<cause>.yaml``: one failure mode per file — the ``cause`` (with its references
+  at the top), the fixes it owns, the rules that raise or lower it with their examples, and the
+  symptoms, signatures and facts only it uses;
+- ``vocabulary/*.yaml``: what many causes share — facts (with the questions that ask for them),
+  symptoms, log signatures and the rules that derive facts from facts;
+- ``incidents/**/*.yaml``: real, publicly reported incidents, each tied to a cause and the fix that
+  worked (evidence by similarity, priors, and the consultation benchmark).
+
+Every file has the shape of :class:`KBFile`; the loader merges them, checks that every id is
+unique and every reference resolves, and compiles the result into one plain JSON artifact
+(:mod:`kb.artifact`) that a start reads without pydantic. ``schema.json`` beside this module is
+generated from :class:`KBFile` (``diagnose kb schema``) and gives editors completion.
 """
 from __future__ import annotations
 
@@ -24,6 +35,7 @@ __all__ = [
     "Rule",
     "Cause",
     "Fix",
+    "Incident",
     "KBFile",
     "KnowledgeBase",
     "AREAS",
@@ -92,7 +104,40 @@ class Examples(_Strict):
     silent: list[Example] = Field(default_factory=list)
 
 
-class Symptom(_Strict):
+class Evidence(_Strict):
+    """Evidence for (positive strength) or against (negative strength) a cause."""
+
+    cause: str
+    strength: float = Field(ge=-1, le=1)
+
+    @field_validator("strength")
+    @classmethod
+    def _not_zero(cls, value: float) -> float:
+        if value == 0:
+            raise ValueError("strength 0 says nothing")
+        return value
+
+
+class _Matcher(_Strict):
+    """What symptoms and signatures share: the facts a match sets and/or evidence it adds itself.
+
+    ``evidence`` spares a fact that would only relay one match to one rule: the match weighs on
+    the causes directly (the loader turns it into a rule named after the item, reading a fact of
+    the same name, so explanations show it like any rule).
+    """
+
+    sets: dict[str, FactValue] = Field(default_factory=dict)
+    evidence: list[Evidence] = Field(default_factory=list)
+    references: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _does_something(self) -> "_Matcher":
+        if not self.sets and not self.evidence:
+            raise ValueError(f"{self.id!r} needs sets or evidence")  # type: ignore[attr-defined]
+        return self
+
+
+class Symptom(_Matcher):
     """How users describe something in their own words, mapped onto facts.
 
     ``phrases`` are matched fuzzily (rapidfuzz, word by word, so "hangs during initialization"
@@ -104,7 +149,6 @@ class Symptom(_Strict):
     description: str = ""
     phrases: list[str] = Field(default_factory=list)
     patterns: list[str] = Field(default_factory=list)
-    sets: dict[str, FactValue]
     certainty: float = Field(default=0.9, gt=0, le=1)
     examples: Examples = Field(default_factory=Examples)
 
@@ -115,8 +159,9 @@ class Symptom(_Strict):
         return self
 
 
-class Signature(_Strict):
-    """A regex over one log line that sets facts; named groups become ``{name}`` in ``sets``."""
+class Signature(_Matcher):
+    """A regex over one log line that sets facts and/or weighs causes; named groups become
+    ``{name}`` in ``sets``."""
 
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     description: str = ""
@@ -126,7 +171,6 @@ class Signature(_Strict):
         description="Literal substrings, one of which every matching line contains (fast prefilter).",
     )
     ignore_case: bool = False
-    sets: dict[str, FactValue]
     certainty: float = Field(default=1.0, gt=0, le=1)
     examples: Examples = Field(default_factory=Examples)
 
@@ -173,20 +217,6 @@ class Condition(_Strict):
         return [k for k in keys if getattr(self, k) is not None]
 
 
-class Evidence(_Strict):
-    """Evidence for (positive strength) or against (negative strength) a cause."""
-
-    cause: str
-    strength: float = Field(ge=-1, le=1)
-
-    @field_validator("strength")
-    @classmethod
-    def _not_zero(cls, value: float) -> float:
-        if value == 0:
-            raise ValueError("strength 0 says nothing")
-        return value
-
-
 class Action(_Strict):
     """What a rule does when it fires."""
 
@@ -207,7 +237,6 @@ class Rule(_Strict):
     description: str = ""
     when: Condition
     then: Action
-    salience: int = Field(default=0, description="Higher fires first among rules ready together.")
     certainty: float = Field(default=1.0, gt=0, le=1, description="Certainty of facts it sets.")
     references: list[str] = Field(default_factory=list)
     examples: Examples = Field(default_factory=Examples)
@@ -247,19 +276,46 @@ class Cause(_Strict):
         return value
 
 
-class KBFile(_Strict):
-    """One YAML file of the knowledge base."""
+class Incident(_Strict):
+    """A real, publicly reported failure with its confirmed cause and the fix that worked.
 
+    ``reporter`` is what the reporter said before anyone knew the cause (in our words), ``log`` the
+    key lines they showed, ``knows`` the KB facts they could have answered (from the thread: its
+    text, versions, commands, log lines), ``cause`` and ``fix`` the KB's ids for what it was and
+    what fixed it. ``expected_remedy_any`` are regexes a correct fix's text matches (for scoring).
+    """
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    source: str = Field(pattern=r"^https://\S+$")
+    summary: str = Field(min_length=1, description="One line: what happened and what it was.")
+    reporter: str = Field(min_length=1, description="The reporter's situation as they would describe it.")
+    log: str = ""
+    environment: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict)
+    knows: dict[str, FactValue] = Field(default_factory=dict)
+    cause: str
+    fix: str
+    fix_detail: str = Field(default="", description="The exact change that worked, if the thread gives one.")
+    expected_remedy_any: list[str] = Field(default_factory=list)
+    collected: str = Field(default="", description="Which review round collected it (for blind figures).")
+
+
+class KBFile(_Strict):
+    """One YAML file of the knowledge base: a cause file has ``cause``; a vocabulary file has
+    facts, symptoms, signatures and derivation rules; an incident file has ``incidents``."""
+
+    cause: Cause | None = None
     facts: list[Fact] = Field(default_factory=list)
     symptoms: list[Symptom] = Field(default_factory=list)
     signatures: list[Signature] = Field(default_factory=list)
     rules: list[Rule] = Field(default_factory=list)
     causes: list[Cause] = Field(default_factory=list)
     fixes: list[Fix] = Field(default_factory=list)
+    incidents: list[Incident] = Field(default_factory=list)
 
 
 class KnowledgeBase(_Strict):
-    """All files merged; ``origins`` maps each item id to ``file:line`` for messages."""
+    """All files merged, as the compiled artifact holds them; ``origins`` maps each item id to
+    ``file:line`` for messages."""
 
     facts: dict[str, Fact]
     symptoms: dict[str, Symptom]
@@ -267,11 +323,8 @@ class KnowledgeBase(_Strict):
     rules: dict[str, Rule]
     causes: dict[str, Cause]
     fixes: dict[str, Fix]
+    incidents: dict[str, Incident] = Field(default_factory=dict)
     origins: dict[str, str] = Field(default_factory=dict)
-
-    def origin(self, item_id: str) -> str:
-        """Where an item is defined, as ``file:line`` (or ``?``)."""
-        return self.origins.get(item_id, "?")
 
 
 Condition.model_rebuild()

@@ -55,18 +55,19 @@ _LOCK = threading.Lock()
 def load_doctor(kb_dir: str | Path | None = None) -> Doctor:
     """The Doctor for a KB folder (``$NCCL_DOCTOR_KB`` or the packaged KB by default).
 
-    Built once per folder and process (thread-safe); a folder other than the packaged one is
-    rebuilt when its files change, so a bot may call this on every message.
+    Built once per folder contents and process (thread-safe): a folder whose files change is
+    read again, so a bot may call this on every message.
     """
     import os
 
-    from .kb.load import DATA_DIR, kb_files, kb_fingerprint, load_kb_with_regexes
+    from .kb.load import DATA_DIR, content_key, kb_files
+    from .knowledge import load_knowledge
 
     folder = Path(kb_dir or os.environ.get("NCCL_DOCTOR_KB") or DATA_DIR)
-    key = str(folder) if folder == DATA_DIR else f"{folder.resolve()}|{kb_fingerprint(kb_files(folder))}"
+    key = f"{folder.resolve()}|{content_key(kb_files(folder), folder)}"
     with _LOCK:
         doctor = _DOCTORS.get(key)
         if doctor is None:
-            kb, codes = load_kb_with_regexes(folder)
-            doctor = _DOCTORS[key] = Doctor(kb, regex_codes=codes)
+            kb, extras = load_knowledge(folder)
+            doctor = _DOCTORS[key] = Doctor(kb, extras=extras)
         return doctor
