@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ..errors import KBError
 from ..kb.artifact import KnowledgeBase
 from .conditions import Predicate, compile_condition, condition_facts, holds_with_nothing_known
+from ..kb.patterns import Pattern, PatternError, compile_pattern
 from .values import ValueProblem, coerce
 
 if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
@@ -26,21 +27,24 @@ if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type ch
 __all__ = ["CompiledRule", "CompiledKB", "CompileError", "SymptomPattern", "compile_kb"]
 
 
+_CAPTURE = re.compile(r"\(\?P<(\w+)>")
+
+
 class CompileError(KBError):
     """The KB's meaning is broken (unknown names, bad regexes); ``problems`` lists each."""
 
 
 class LazyRegexes(dict):
-    """Regexes compiled on first use: a one-shot run touches only the few whose needles appear.
-    Every pattern was compiled once when the KB was compiled from YAML."""
+    """RE2 regexes compiled on first use: a one-shot run touches only the few whose needles
+    appear. Every pattern was compiled once when the KB was compiled from YAML."""
 
     def __init__(self, patterns: dict):
         super().__init__()
-        self._patterns = patterns  # key -> (pattern, flags)
+        self._patterns = patterns  # key -> (pattern, ignore case)
 
-    def __missing__(self, key) -> re.Pattern[str]:
-        pattern, flags = self._patterns[key]
-        regex = self[key] = re.compile(pattern, flags)
+    def __missing__(self, key) -> Pattern:
+        pattern, ignore_case = self._patterns[key]
+        regex = self[key] = compile_pattern(pattern, ignore_case=ignore_case)
         return regex
 
     def __contains__(self, key: object) -> bool:
@@ -93,6 +97,7 @@ class CompiledKB:
     signature_regexes: LazyRegexes
     symptom_patterns: dict[str, tuple[SymptomPattern, ...]]
     symptom_regexes: LazyRegexes  # (symptom id, index) -> compiled regex
+    unless_regexes: LazyRegexes  # (symptom id, index) -> compiled near-miss regex
     influence: dict[str, frozenset[str]] = field(default_factory=dict)  # fact -> causes
 
     @property
@@ -194,35 +199,45 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False,
             by_fact[name].append(index)
     absence = tuple(i for i, r in enumerate(rules) if holds_with_nothing_known(r.rule.when) is True)
 
-    sig_patterns: dict[str, tuple[str, int]] = {}
+    sig_patterns: dict[str, tuple[str, bool]] = {}
     for sig in kb.signatures.values():
         where = _Where(kb, sig.id)
-        flags = re.IGNORECASE if sig.ignore_case else 0
-        sig_patterns[sig.id] = (sig.pattern, flags)
-        captures = set(re.findall(r"\(\?P<(\w+)>", sig.pattern))
+        sig_patterns[sig.id] = (sig.pattern, sig.ignore_case)
+        captures = set(_CAPTURE.findall(sig.pattern))
         if validate:
             try:
-                captures = set(re.compile(sig.pattern, flags).groupindex)
-            except re.error as exc:
-                problems.append(f"{where}: pattern does not compile: {exc}")
+                captures = set(compile_pattern(sig.pattern, ignore_case=sig.ignore_case).groupindex)
+            except PatternError as exc:
+                problems.append(f"{where}: pattern does not compile with RE2: {exc}")
                 continue
         _check_sets(where, sig.sets, kb.facts, problems, captures)
-    sym_sources: dict[tuple[str, int], tuple[str, int]] = {}
+    sym_sources: dict[tuple[str, int], tuple[str, bool]] = {}
     sym_patterns: dict[str, tuple[SymptomPattern, ...]] = {}
+    unless_sources: dict[tuple[str, int], tuple[str, bool]] = {}
     for sym in kb.symptoms.values():
         where = _Where(kb, sym.id)
         captures: set[str] = set()
         gates = (symptom_needles or {}).get(sym.id) or [[] for _ in sym.patterns]
         entries = []
         for index, pattern in enumerate(sym.patterns):
-            sym_sources[(sym.id, index)] = (pattern, re.IGNORECASE)
+            sym_sources[(sym.id, index)] = (pattern, True)
             entries.append(SymptomPattern(sym.id, index, tuple(gates[index]) if index < len(gates) else ()))
-            captures |= set(re.findall(r"\(\?P<(\w+)>", pattern))
+            captures |= set(_CAPTURE.findall(pattern))
             if validate:
                 try:
-                    re.compile(pattern, re.IGNORECASE)
-                except re.error as exc:
-                    problems.append(f"{where}: pattern {pattern!r} does not compile: {exc}")
+                    compile_pattern(pattern, ignore_case=True)
+                except PatternError as exc:
+                    problems.append(f"{where}: pattern {pattern!r} does not compile with RE2: {exc}")
+        for index, pattern in enumerate(sym.unless):
+            unless_sources[(sym.id, index)] = (pattern, True)
+            if validate:
+                try:
+                    compile_pattern(pattern, ignore_case=True)
+                except PatternError as exc:
+                    problems.append(f"{where}: unless {pattern!r} does not compile with RE2: {exc}")
+        for pair in sym.differ:
+            if len(pair) != 2 or not set(pair) <= captures:
+                problems.append(f"{where}: differ {pair} must name two groups its patterns capture")
         sym_patterns[sym.id] = tuple(entries)
         _check_sets(where, sym.sets, kb.facts, problems, captures)
     for cause in kb.causes.values():
@@ -239,5 +254,6 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False,
         signature_regexes=LazyRegexes(sig_patterns),
         symptom_patterns=sym_patterns,
         symptom_regexes=LazyRegexes(sym_sources),
+        unless_regexes=LazyRegexes(unless_sources),
         influence=_influence(kb, rules),
     )

@@ -6,7 +6,6 @@ is the one way to test for absence.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -15,7 +14,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
     from ..kb.schema import Condition, Fact
 from .memory import FactRecord
+from ..kb.patterns import PatternError, compile_pattern
 from .values import coerce, compare, equals
+
+_MATCH_CHARS = 4_096  # a fact value tested by `matches` is read this far
 
 __all__ = ["Truth", "Predicate", "compile_condition", "condition_facts", "comparisons", "holds_with_nothing_known"]
 
@@ -153,10 +155,10 @@ def _compile_fact_test(cond: Condition, facts: Mapping[str, Fact]) -> Predicate:
         test = lambda v: any(equals(v, o, kind) for o in options)  # type: ignore[arg-type]
     elif op == "matches":
         try:
-            regex = re.compile(str(cond.matches), re.IGNORECASE)
-        except re.error as exc:
+            regex = compile_pattern(str(cond.matches), ignore_case=True)
+        except PatternError as exc:
             raise ValueError(f"bad regex for {name!r}: {exc}") from None
-        test = lambda v: regex.search(str(v)) is not None
+        test = lambda v: regex.search(str(v)[:_MATCH_CHARS]) is not None
     else:
         if kind not in ("number", "version"):
             raise ValueError(f"{op} needs a number or version fact ({name!r} is {kind})")

@@ -4,9 +4,9 @@ Symptom phrases match word by word: a phrase word matches a word of the text tha
 it ("hang" ~ "hanging", "init" ~ "initialization") or is within a small edit distance of it
 (rapidfuzz, for typos; a text word that the phrase word merely extends, "connect" for
 "connectx" or "batch" for "sbatch", does not count), and all the phrase's words must occur close
-together. A phrase just after a negation ("not", "never", "doesn't") does not count. Phrases in
-Chinese (or any text without spaces) match as substrings, fuzzily when long enough. Symptom regexes run line by line
-over lines cut to 2,000 characters, so hostile input cannot drive one into long backtracking.
+together. Phrases in Chinese (or any text without spaces) match as substrings, fuzzily when long
+enough. Symptom regexes (RE2, linear time) run line by line over lines cut to 2,000 characters.
+Every match, phrase or pattern, goes through one negation and hedging check (engine/negation.py).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from rapidfuzz import fuzz, process
 
 from .compiled import CompiledKB
+from .negation import fine_after, negated_span, negated_words
 
 __all__ = ["SymptomMatch", "SignatureHit", "match_symptoms", "scan_lines", "clean_line", "tokens", "last_error_line", "LAST_ERROR"]
 
@@ -25,9 +26,6 @@ _WORD = re.compile(r"[a-z0-9][a-z0-9_'+/.]*[a-z0-9]|[a-z0-9]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _STOP = frozenset("a an the of to in on at is are was be it my our with for and or by as".split())
-_NEGATORS = frozenset(
-    "not no never doesn't don't didn't isn't wasn't aren't can't cannot won't without".split()
-)
 _WINDOW_SLACK = 4
 _FUZZY_LIMIT = 20_000  # unique words; beyond this only exact and prefix matches count
 _MAX_STARTS = 2_000
@@ -105,7 +103,7 @@ class _TextIndex:
         return found
 
 
-def _phrase_score(phrase_words: list[str], index: _TextIndex) -> float:
+def _phrase_score(phrase_words: list[str], index: _TextIndex, fine_cancels: bool = False) -> float:
     """Best score of the phrase's words occurring together in the text; 0 when absent."""
     if not phrase_words:
         return 0.0
@@ -128,8 +126,9 @@ def _phrase_score(phrase_words: list[str], index: _TextIndex) -> float:
             lo, hi = min(lo, i), max(hi, i)
         if not ok or hi - lo >= window:
             continue
-        around = index.words[max(0, lo - 2):hi + 1]
-        if any(w in _NEGATORS and w not in phrase_words for w in around):
+        if negated_words(index.words, lo, hi, phrase_words):
+            continue
+        if fine_cancels and fine_after(" ".join(index.words[hi + 1:hi + 6]), 0):
             continue
         best = max(best, total / len(phrase_words))
         if best >= 1.0:
@@ -137,9 +136,15 @@ def _phrase_score(phrase_words: list[str], index: _TextIndex) -> float:
     return best
 
 
-def _cjk_score(phrase: str, text: str) -> float:
+def _cjk_score(phrase: str, text: str, fine_cancels: bool = False) -> float:
+    at = text.find(phrase)
+    while at >= 0:
+        end = at + len(phrase)
+        if not negated_span(text, at, end) and not (fine_cancels and fine_after(text, end)):
+            return 1.0
+        at = text.find(phrase, at + 1)
     if phrase in text:
-        return 1.0
+        return 0.0
     if len(phrase) >= 4:
         score = fuzz.partial_ratio(phrase, text)
         if score >= 85:
@@ -161,7 +166,7 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
             if gate.needles and not any(n in lowered for n in gate.needles):
                 continue  # no match can lack all of its literals: skip compiling it
             regex = ckb.symptom_regexes[(gate.symptom, gate.index)]
-            found = next((f for line in lines if (f := regex.search(line))), None)
+            found = _first_standing(ckb, regex, lines, symptom)
             if found:
                 caps = {k: v for k, v in found.groupdict().items() if v is not None}
                 best = SymptomMatch(symptom.id, found.group(0), 1.0, caps)
@@ -169,14 +174,41 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
         if best is None:
             for phrase in symptom.phrases:
                 if _CJK.search(phrase):
-                    score = _cjk_score(phrase.lower(), lowered)
+                    score = _cjk_score(phrase.lower(), lowered, symptom.fine_cancels)
                 else:
-                    score = _phrase_score([w for w in tokens(phrase) if w not in _STOP] or tokens(phrase), index)
+                    score = _phrase_score([w for w in tokens(phrase) if w not in _STOP] or tokens(phrase), index,
+                                          symptom.fine_cancels)
                 if score > 0 and (best is None or score > best.score):
                     best = SymptomMatch(symptom.id, phrase, score, {})
         if best is not None:
             matches.append(best)
     return matches
+
+
+def _first_standing(ckb: CompiledKB, regex, lines: list[str], symptom):
+    """The first match of a symptom pattern that stands: not negated, not hedged away, not
+    overlapped by a near miss (``unless``), not refused by ``differ`` (captures that must differ)."""
+    for line in lines:
+        lowered = None
+        near_misses = None
+        for found in regex.finditer(line):
+            start, end = found.start(), found.end()
+            lowered = lowered if lowered is not None else line.lower()
+            if negated_span(lowered, start, end):
+                continue
+            if symptom.fine_cancels and fine_after(lowered, end):
+                continue
+            groups = found.groupdict()
+            if any(groups.get(a) is not None and groups.get(a) == groups.get(b) for a, b in symptom.differ):
+                continue
+            if symptom.unless:
+                if near_misses is None:
+                    near_misses = [(m.start(), m.end()) for i in range(len(symptom.unless))
+                                   for m in ckb.unless_regexes[(symptom.id, i)].finditer(line)]
+                if any(a < end and b > start for a, b in near_misses):
+                    continue
+            return found
+    return None
 
 
 def last_error_line(line: str) -> str:

@@ -1,6 +1,7 @@
 """Typed fact values: coercion from user input and comparison, versions included."""
 from __future__ import annotations
 
+import math
 import re
 from typing import Union
 
@@ -11,6 +12,10 @@ Value = Union[bool, int, float, str]
 _TRUE = {"true", "yes", "y", "1", "on", "t"}
 _FALSE = {"false", "no", "n", "0", "off", "f"}
 _VERSION = re.compile(r"\d+(?:\.\d+)*")
+MAX_VERSION_DIGITS = 9
+_MAX_NUMBER_CHARS = 30
+MAX_VERSION_PARTS = 8
+_MAX_VERSION_TEXT = 200
 
 
 class ValueProblem(ValueError):
@@ -18,11 +23,15 @@ class ValueProblem(ValueError):
 
 
 def parse_version(text: object) -> tuple[int, ...] | None:
-    """``"2.18.3+cuda12.1"`` -> ``(2, 18, 3)``; None when there is no number in it."""
-    found = _VERSION.search(str(text))
+    """``"2.18.3+cuda12.1"`` -> ``(2, 18, 3)``; None when there is no number in it, or when it is
+    no plausible version (a part of more than :data:`MAX_VERSION_DIGITS` digits, too many parts)."""
+    found = _VERSION.search(str(text)[:_MAX_VERSION_TEXT])
     if not found:
         return None
-    return tuple(int(part) for part in found.group(0).split("."))
+    parts = found.group(0).split(".")
+    if len(parts) > MAX_VERSION_PARTS or any(len(part) > MAX_VERSION_DIGITS for part in parts):
+        return None
+    return tuple(int(part) for part in parts)
 
 
 def coerce(value: object, fact_type: str, choices: list[str] | tuple[str, ...] = ()) -> Value:
@@ -40,12 +49,19 @@ def coerce(value: object, fact_type: str, choices: list[str] | tuple[str, ...] =
     if fact_type == "number":
         if isinstance(value, bool):
             raise ValueProblem(f"expected a number, got {value!r}")
-        if isinstance(value, (int, float)):
+        if isinstance(value, int) and abs(value) < 10 ** _MAX_NUMBER_CHARS:
             return value
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueProblem(f"expected a finite number, got {value!r}")
+        text = str(value).strip().replace(",", "")
+        if len(text) > _MAX_NUMBER_CHARS:
+            raise ValueProblem(f"expected a number, got {len(text)} characters")
         try:
-            number = float(str(value).strip().replace(",", ""))
+            number = float(text)
         except ValueError:
             raise ValueProblem(f"expected a number, got {value!r}") from None
+        if not math.isfinite(number):
+            raise ValueProblem(f"expected a finite number, got {value!r}")
         return int(number) if number.is_integer() else number
     if fact_type == "choice":
         text = str(value).strip().lower()

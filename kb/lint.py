@@ -1,7 +1,7 @@
 """``diagnose kb lint``: check the whole KB in layers — YAML and schema, then meaning, then layout.
 
 Each problem names the file, the line and the item id. Checks: the schema; every fact,
-cause, fix and probe referenced exists; regexes compile and cannot backtrack catastrophically;
+cause, fix and probe referenced exists; regexes compile with RE2 (linear time, no backtracking);
 every rule, symptom and signature has examples of both kinds and they all behave; every fix is
 used; no cause without a rule that can raise it; no rule reading a fact nothing can set; every
 incident names a cause and one of its fixes, and facts the KB has. In the packaged layout
@@ -81,7 +81,6 @@ def _meaning(kb: KnowledgeBase) -> list[str]:
     for fix in kb.fixes.values():
         if fix.id not in used:
             problems.append(f"{_where(kb, 'fixes', fix.id)}: no cause uses this fix")
-    problems.extend(_regex_problems(kb))
     problems.extend(_probe_problems(kb))
     problems.extend(_incident_problems(kb))
     return problems
@@ -143,24 +142,6 @@ def _layout_problems(kb: KnowledgeBase) -> list[str]:
                 problems.append(f"{_where(kb, section, item.id)}: gives no evidence for the cause of its file")
             elif top not in ("vocabulary", "causes"):
                 problems.append(f"{_where(kb, section, item.id)}: lives outside causes/ and vocabulary/")
-    return problems
-
-
-def _regex_problems(kb: KnowledgeBase) -> list[str]:
-    try:
-        from .regex_safety import check_pattern
-    except ImportError:
-        return []
-    import re
-
-    problems = []
-    for sig in kb.signatures.values():
-        for finding in check_pattern(sig.pattern, re.IGNORECASE if sig.ignore_case else 0):
-            problems.append(f"{_where(kb, 'signatures', sig.id)}: pattern may backtrack badly: {finding}")
-    for sym in kb.symptoms.values():
-        for pattern in sym.patterns:
-            for finding in check_pattern(pattern, re.IGNORECASE):
-                problems.append(f"{_where(kb, 'symptoms', sym.id)}: pattern may backtrack badly: {finding}")
     return problems
 
 

@@ -202,19 +202,19 @@ def _direct_evidence(merged: dict[str, dict[str, Any]], origins: dict[str, str])
 
 
 def _regex_problems(merged: dict[str, dict[str, Any]], origins: dict[str, str]) -> list[Problem]:
-    """Every regex in the KB compiles (checked whenever YAML is read, so artifacts are sound)."""
-    import re
+    """Every regex in the KB compiles with RE2 (checked whenever YAML is read, so artifacts are
+    sound): linear-time matching, so no pattern can be driven into backtracking."""
+    from .patterns import pattern_problem
 
     problems = []
     for section in ("signatures", "symptoms"):
         for item in merged[section].values():
-            patterns = [item.pattern] if section == "signatures" else list(item.patterns)
+            patterns = [item.pattern] if section == "signatures" else list(item.patterns) + list(item.unless)
             for pattern in patterns:
-                try:
-                    re.compile(pattern)
-                except re.error as exc:
+                problem = pattern_problem(pattern)
+                if problem:
                     file, _, line = origins[f"{section}:{item.id}"].rpartition(":")
-                    problems.append(Problem(file, int(line or 0), item.id, f"pattern {pattern!r} does not compile: {exc}"))
+                    problems.append(Problem(file, int(line or 0), item.id, f"pattern {pattern!r} does not compile: {problem}"))
     return problems
 
 

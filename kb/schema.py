@@ -141,14 +141,23 @@ class Symptom(_Matcher):
     """How users describe something in their own words, mapped onto facts.
 
     ``phrases`` are matched fuzzily (rapidfuzz, word by word, so "hangs during initialization"
-    matches "hang init"); ``patterns`` are case-insensitive regexes over the text whose named
-    groups may be used in ``sets`` values as ``{name}``.
+    matches "hang init"); ``patterns`` are case-insensitive RE2 regexes over the text whose named
+    groups may be used in ``sets`` values as ``{name}``. A match just after a negation cue does not
+    count (engine/negation.py); with ``fine_cancels`` neither does one followed by "works fine".
     """
 
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     description: str = ""
     phrases: list[str] = Field(default_factory=list)
     patterns: list[str] = Field(default_factory=list)
+    fine_cancels: bool = Field(
+        default=False, description='The symptom names a suspect: "X works fine" after it cancels the match.')
+    unless: list[str] = Field(
+        default_factory=list,
+        description="RE2 regexes for near misses: a pattern match overlapped by a match of one of these does not count.")
+    differ: list[list[str]] = Field(
+        default_factory=list,
+        description="Pairs of named groups that must capture different text for a pattern match to count.")
     certainty: float = Field(default=0.9, gt=0, le=1)
     examples: Examples = Field(default_factory=Examples)
 
