@@ -24,7 +24,7 @@ from .values import ValueProblem, coerce
 if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
     from ..kb.schema import Fact, Rule
 
-__all__ = ["CompiledRule", "CompiledKB", "CompileError", "SymptomPattern", "compile_kb"]
+__all__ = ["CompiledRule", "CompiledKB", "CompileError", "SymptomPattern", "compile_kb", "export_layout"]
 
 
 _CAPTURE = re.compile(r"\(\?P<(\w+)>")
@@ -162,15 +162,68 @@ def _influence(kb: KnowledgeBase, rules: list[CompiledRule]) -> dict[str, frozen
     return out
 
 
+def export_layout(ckb: CompiledKB) -> dict:
+    """What :func:`compile_kb` derives by walking every rule, as plain data for the KB artifact:
+    the facts each rule reads and sets, the rules true on an empty memory, what each fact can move."""
+    return {
+        "reads": {r.id: sorted(r.reads) for r in ckb.rules},
+        "sets": {r.id: [[name, value] for name, value in r.sets] for r in ckb.rules if r.sets},
+        "absence": [ckb.rules[i].id for i in ckb.absence_rules],
+        "influence": {fact: sorted(causes) for fact, causes in ckb.influence.items() if causes},
+    }
+
+
+def _from_layout(kb: KnowledgeBase, layout: dict, symptom_needles: dict) -> CompiledKB:
+    """The compiled KB from an artifact's layout: no rule is walked and nothing is re-checked
+    (the artifact was built with ``validate``)."""
+    reads, sets = layout["reads"], layout["sets"]
+    rules = tuple(
+        CompiledRule(rule, order, _LazyPredicate(rule.when, kb.facts), frozenset(reads[rule.id]),
+                     tuple((name, value) for name, value in sets.get(rule.id, ())))
+        for order, rule in enumerate(kb.rules.values())
+    )
+    by_fact: dict[str, list[int]] = defaultdict(list)
+    for index, compiled in enumerate(rules):
+        for name in compiled.reads:
+            by_fact[name].append(index)
+    index_of = {r.id: i for i, r in enumerate(rules)}
+    sym_patterns: dict[str, tuple[SymptomPattern, ...]] = {}
+    sym_sources: dict[tuple[str, int], tuple[str, bool]] = {}
+    unless_sources: dict[tuple[str, int], tuple[str, bool]] = {}
+    for sym in kb.symptoms.values():
+        gates = symptom_needles.get(sym.id) or [[] for _ in sym.patterns]
+        sym_patterns[sym.id] = tuple(SymptomPattern(sym.id, i, tuple(gates[i])) for i in range(len(sym.patterns)))
+        for i, pattern in enumerate(sym.patterns):
+            sym_sources[(sym.id, i)] = (pattern, True)
+        for i, pattern in enumerate(sym.unless):
+            unless_sources[(sym.id, i)] = (pattern, True)
+    influence = layout["influence"]
+    return CompiledKB(
+        kb=kb,
+        rules=rules,
+        rules_by_fact={k: tuple(v) for k, v in by_fact.items()},
+        absence_rules=tuple(index_of[r] for r in layout["absence"]),
+        signature_regexes=LazyRegexes({s.id: (s.pattern, s.ignore_case) for s in kb.signatures.values()}),
+        symptom_patterns=sym_patterns,
+        symptom_regexes=LazyRegexes(sym_sources),
+        unless_regexes=LazyRegexes(unless_sources),
+        influence={fact: frozenset(influence.get(fact, ())) for fact in kb.facts},
+    )
+
+
 def compile_kb(kb: KnowledgeBase, *, validate: bool = False,
-               symptom_needles: dict[str, list[list[str]]] | None = None) -> CompiledKB:
+               symptom_needles: dict[str, list[list[str]]] | None = None,
+               layout: dict | None = None) -> CompiledKB:
     """Compile and cross-check a KB; raise :class:`CompileError` listing every problem.
 
     Regexes and rule conditions compile lazily; ``validate`` compiles them all now (the KB
     artifact is built that way, so a cached KB is known to compile; without it only the facts a
     condition names are checked). ``symptom_needles`` (from the artifact) gate each symptom
-    pattern on a literal of the text, so a start compiles only the patterns that can match.
+    pattern on a literal of the text, so a start compiles only the patterns that can match;
+    ``layout`` (from the artifact, see :func:`export_layout`) spares walking the rules at all.
     """
+    if layout is not None and not validate:
+        return _from_layout(kb, layout, symptom_needles or {})
     problems: list[str] = []
     rules: list[CompiledRule] = []
     for order, rule in enumerate(kb.rules.values()):

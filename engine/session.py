@@ -70,8 +70,10 @@ class Doctor:
 
     def __init__(self, kb: KnowledgeBase, *, validate: bool = False, extras: Mapping[str, Any] | None = None):
         extras = extras or {}
-        self._ckb = compile_kb(kb, validate=validate, symptom_needles=extras.get("symptom_needles"))
-        self._options = answer_options(self._ckb)
+        self._ckb = compile_kb(kb, validate=validate, symptom_needles=extras.get("symptom_needles"),
+                               layout=extras.get("layout"))
+        saved_options = extras.get("options")
+        self._options = {k: list(v) for k, v in saved_options.items()} if saved_options is not None else answer_options(self._ckb)
         saved = extras.get("relevance")
         self._relevance: RelevanceIndex | None = RelevanceIndex(state=saved) if saved else None
 

@@ -27,21 +27,21 @@ class ArtifactError(ValueError):
 
 
 class Record(dict):
-    """One KB item (or a map of items) as plain data: fields read as attributes; read-only."""
+    """One KB item (or a map of items) as plain data: fields read as attributes; read-only.
 
-    __slots__ = ()
+    The instance's attribute dictionary is the record itself, so ``rule.when`` is a plain
+    C-level lookup (a start reads tens of thousands of fields).
+    """
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        dict.__init__(self, *args, **kwargs)
+        object.__setattr__(self, "__dict__", self)
 
     def _read_only(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("the knowledge base is read-only")
 
-    __setattr__ = __setitem__ = __delitem__ = _read_only  # type: ignore[assignment]
-    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+    __setattr__ = __delattr__ = __setitem__ = __delitem__ = _read_only  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = __ior__ = _read_only  # type: ignore[assignment]
 
     def __reduce__(self) -> tuple:
         return (type(self), (dict(self),))
@@ -50,11 +50,29 @@ class Record(dict):
         return f"{type(self).__name__}({dict.__repr__(self)})"
 
 
+class Map(dict):
+    """A read-only map whose keys may be anything (a BM25 document of terms, env variables): a
+    key named like a dict method must not hide the method, so no attribute access here."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = Record._read_only  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (dict(self),))
+
+
+_DICT_NAMES = frozenset(dir(dict))
+
+
+def _record(data: dict) -> dict:
+    """The JSON object hook: an item (whose keys are field names) reads by attribute; a map whose
+    keys could shadow a dict method stays a plain read-only map."""
+    return Record(data) if _DICT_NAMES.isdisjoint(data) else Map(data)
+
+
 class KnowledgeBase(Record):
     """The merged KB: ``facts``, ``symptoms``, ``signatures``, ``rules``, ``causes``, ``fixes``,
     ``incidents`` (each a map of id to item) and ``origins`` (id to ``file:line``)."""
-
-    __slots__ = ()
 
     def origin(self, item_id: str) -> str:
         """Where an item is defined, as ``file:line`` (or ``?``)."""
@@ -63,7 +81,7 @@ class KnowledgeBase(Record):
 
 def runtime(data: dict[str, Any]) -> KnowledgeBase:
     """Plain (JSON-shaped) KB data as a :class:`KnowledgeBase` of :class:`Record` items."""
-    return KnowledgeBase(json.loads(json.dumps(data), object_hook=Record))
+    return KnowledgeBase(json.loads(json.dumps(data), object_hook=_record))
 
 
 def build_artifact(kb: "schema.KnowledgeBase", *, key: str, examples: bool = False) -> dict[str, Any]:
@@ -95,7 +113,7 @@ def read_artifact(text: str | bytes, *, key: str | None = None) -> tuple[Knowled
     another ``key``), so the caller rebuilds it.
     """
     try:
-        data = json.loads(text, object_hook=Record)
+        data = json.loads(text, object_hook=_record)
     except (TypeError, ValueError) as exc:
         raise ArtifactError(f"not JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != ARTIFACT_FORMAT:

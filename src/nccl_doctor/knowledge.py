@@ -53,17 +53,21 @@ def _builder_sources() -> list[Path]:
     kb_dir = Path(artifact.__file__).resolve().parent  # found through the import system: editable or not
     engine_dir = kb_dir.parent / "engine"
     return [kb_dir / "schema.py", kb_dir / "load.py", kb_dir / "artifact.py", kb_dir / "needles.py",
-            engine_dir / "relevance.py", engine_dir / "matching.py"]
+            engine_dir / "relevance.py", engine_dir / "matching.py", engine_dir / "compiled.py",
+            engine_dir / "conditions.py", engine_dir / "questions.py", engine_dir / "values.py"]
 
 
 def _compile(paths: list[Path], folder: Path, key: str) -> dict[str, Any]:
     """YAML to artifact, with every condition and regex compiled once as a check."""
-    from .engine.compiled import compile_kb
+    from .engine.compiled import compile_kb, export_layout
+    from .engine.questions import answer_options
     from .engine.relevance import RelevanceIndex
 
     artifact = build_artifact(load_models(paths, folder), key=key)
     kb, _ = read_artifact(json.dumps(artifact))
-    compile_kb(kb, validate=True)
+    compiled = compile_kb(kb, validate=True)
+    artifact["layout"] = export_layout(compiled)
+    artifact["options"] = answer_options(compiled)
     artifact["relevance"] = RelevanceIndex(kb).state()
     return artifact
 
