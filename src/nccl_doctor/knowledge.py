@@ -3,8 +3,8 @@
 Reading YAML and validating it with pydantic takes longer than a whole one-shot diagnosis, so
 the KB is compiled once into a plain JSON artifact (:mod:`kb.artifact`) kept in the user's cache
 (``$XDG_CACHE_HOME/nccl-doctor``). The artifact is keyed by the KB files' contents (a hash of
-every file's name and bytes), never by sizes or times, so any edit is seen; only the newest few
-artifacts are kept. Before an artifact is written, every rule condition and regex is compiled
+every file's name and bytes), never by sizes or times, so any edit is seen; only the most recently used
+used artifacts are kept. Before an artifact is written, every rule condition and regex is compiled
 once, so a cached KB is known to work. ``NCCL_DOCTOR_NO_CACHE=1`` turns the cache off.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .kb.load import DATA_DIR, content_key, kb_files, load_models
 
 __all__ = ["load_knowledge", "cache_dir", "KEEP_ARTIFACTS"]
 
-KEEP_ARTIFACTS = 4
+KEEP_ARTIFACTS = 16  # several KB folders (--kb DIR, checkouts) each keep theirs
 
 
 def cache_dir() -> Path:
@@ -78,9 +78,14 @@ def _read(path: Path, key: str) -> tuple[KnowledgeBase, dict[str, Any]] | None:
         stat = path.stat()
         if stat.st_uid != os.getuid() or stat.st_mode & 0o022:
             return None
-        return read_artifact(path.read_bytes(), key=key)
+        found = read_artifact(path.read_bytes(), key=key)
     except (OSError, ArtifactError):
         return None
+    try:
+        os.utime(path)  # "recently used", for eviction
+    except OSError:
+        pass
+    return found
 
 
 def _write(path: Path, text: str) -> None:
