@@ -3,8 +3,8 @@
 Reading YAML and validating it with pydantic takes longer than a whole one-shot diagnosis, so
 the KB is compiled once into a plain JSON artifact (:mod:`kb.artifact`) kept in the user's cache
 (``$XDG_CACHE_HOME/nccl-doctor``). The artifact is keyed by the KB files' contents (a hash of
-every file's name and bytes), never by sizes or times, so any edit is seen; only the most recently used
-used artifacts are kept. Before an artifact is written, every rule condition and regex is compiled
+every file's name and bytes), never by sizes or times, so any edit is seen; only the most
+recently used artifacts are kept. Before an artifact is written, every rule condition and regex is compiled
 once, so a cached KB is known to work. ``NCCL_DOCTOR_NO_CACHE=1`` turns the cache off.
 """
 from __future__ import annotations
