@@ -1,0 +1,317 @@
+"""Benchmark: ``diagnose serve`` under load and abuse, on loopback.
+
+Starts the real server in a child process and runs, one after the other:
+
+- ``concurrent``: N sessions at once, five turns each (create with text, log upload, two
+  answers, state); requests per second, p50/p99 latency, errors, and whether every session's
+  final facts equal the same turns run in-process (isolation);
+- ``log``: one 4 MB upload of junk lines and one of a realistic NCCL_DEBUG=INFO log, timed;
+- ``flood``: 45 clients each sending 32 KiB of junk text to ``/stateless/turn`` while one
+  legitimate turn is timed;
+- ``slow``: a few connections sending one byte a second while a legitimate turn is timed;
+- ``idle``: 512 connections that send nothing, then a legitimate request.
+
+The baseline is one request alone on the idle server, measured in the same run. The server's
+peak RSS (its process tree) is printed at the end.
+
+    python benchmarks/bench_server_load.py [--sessions 200] [--only concurrent,log] [-- serve args]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import re
+import socket
+import statistics
+import string
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+
+CASES = [
+    "NCCL WARN Error while creating shared memory segment /dev/shm/nccl-abc (size 9637888) in docker",
+    "all_reduce times out with DistBackendError, and after I set NCCL_SOCKET_IFNAME it fails at once "
+    "with ncclInvalidUsage saying the interface cannot be found",
+    "ncclInvalidUsage: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000",
+    "RuntimeError: Distributed package doesn't have NCCL built in",
+    "multi-node job on 4 p4d nodes with EFA hangs at init_process_group",
+]
+LOG = ("node1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
+       "node1:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+       "node1:1:1 [0] NCCL WARN Bootstrap : no socket interface found\n"
+       "[rank0]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1691, invalid usage\n")
+ANSWERS = [("multi_node", True), ("container", "docker"), ("multi_node", False), ("container", "none")]
+
+
+def start(serve_args: list[str]) -> tuple[subprocess.Popen, str]:
+    code = "import sys; from nccl_doctor.server import serve_main; sys.exit(serve_main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", code, "--port", "0", *serve_args],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    banner = ""
+    while "http://" not in banner:
+        line = proc.stderr.readline()
+        if not line:
+            raise SystemExit(f"server did not start: {banner}")
+        banner += line
+    threading.Thread(target=proc.stderr.read, daemon=True).start()
+    url = re.search(r"http://[\d.]+:\d+", banner).group(0)
+    for _ in range(200):
+        try:
+            if httpx.get(url + "/healthz", timeout=5).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.1)
+    return proc, url
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of a process and its children (Linux /proc), in MB."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except (OSError, StopIteration):
+            pass
+    return total / 1024
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def expected_facts(i: int) -> dict:
+    from nccl_doctor import load_doctor
+
+    session = load_doctor().session()
+    session.tell(CASES[i % len(CASES)])
+    session.add_log(LOG.splitlines(), name=f"rank{i}.log")
+    for fact, value in ANSWERS[i % 2::2]:
+        session.answer(fact, value)
+    return {k: r.value for k, r in session.facts().items()}
+
+
+async def one_session(http: httpx.AsyncClient, i: int, times: list[float], errors: list[str]) -> dict | None:
+    async def call(method: str, path: str, **kw):
+        started = time.perf_counter()
+        try:
+            reply = await http.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            errors.append(f"{method} {path}: {type(exc).__name__}")
+            return None
+        times.append(time.perf_counter() - started)
+        if reply.status_code >= 400:
+            errors.append(f"{method} {path}: {reply.status_code} {reply.text[:120]}")
+            return None
+        return reply
+
+    created = await call("POST", "/sessions", json={"text": CASES[i % len(CASES)]})
+    if created is None:
+        return None
+    sid = created.json()["id"]
+    await call("POST", f"/sessions/{sid}/log?name=rank{i}.log", content=LOG, headers={"content-type": "text/plain"})
+    for fact, value in ANSWERS[i % 2::2]:
+        await call("POST", f"/sessions/{sid}/answers", json={"fact": fact, "value": value})
+    final = await call("GET", f"/sessions/{sid}")
+    await http.delete(f"/sessions/{sid}")
+    return final.json() if final is not None else None
+
+
+def concurrent(url: str, sessions: int) -> None:
+    wanted = {i: expected_facts(i) for i in range(len(CASES) * 2)}
+    times: list[float] = []
+    errors: list[str] = []
+
+    async def go():
+        limits = httpx.Limits(max_connections=sessions, max_keepalive_connections=sessions)
+        async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+            return await asyncio.gather(*(one_session(http, i, times, errors) for i in range(sessions)))
+
+    started = time.perf_counter()
+    finals = asyncio.run(go())
+    wall = time.perf_counter() - started
+    mixed = sum(1 for i, f in enumerate(finals) if f is not None and
+                {k: v["value"] for k, v in f["facts"].items()} != wanted[i % len(wanted)])
+    print(f"concurrent: {sessions} sessions x 5 turns: {len(times)} answered in {wall:.1f} s = "
+          f"{len(times) / wall:.0f} req/s; p50 {pct(times, .5) * 1000:.0f} ms, p99 {pct(times, .99) * 1000:.0f} ms, "
+          f"max {max(times, default=0) * 1000:.0f} ms; {len(errors)} errors; {mixed} sessions with other facts")
+    for line in errors[:5]:
+        print("   ", line)
+
+
+def junk_lines(size: int, seed: int = 1) -> str:
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits + " .:/[]()-_=,"
+    out, total = [], 0
+    while total < size:
+        line = "".join(rng.choice(alphabet) for _ in range(rng.randrange(20, 160)))
+        out.append(line)
+        total += len(line) + 1
+    return "\n".join(out) + "\n"
+
+
+def nccl_info_log(size: int, seed: int = 2) -> str:
+    rng = random.Random(seed)
+    out, total, n = [], 0, 0
+    while total < size:
+        r = rng.randrange(16)
+        line = rng.choice([
+            f"node{r // 8}:{100 + r}:{200 + r} [{r % 8}] NCCL INFO Channel {n % 32:02d}/0 : {r}[{r % 8}] -> {(r + 1) % 16}[0] via P2P/IPC/read",
+            f"node{r // 8}:{100 + r}:{200 + r} [{r % 8}] NCCL INFO AllReduce: opCount {n:x} sendbuff 0x7f12a4000000 count 262144 datatype 7 op 0 root 0 comm 0x55d2c0 [nranks=16] stream 0x55d2e0",
+            f"node{r // 8}:{100 + r}:{200 + r} [{r % 8}] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.1.0.{r}<0>",
+            f"{{'loss': {rng.random():.4f}, 'learning_rate': 2e-05, 'epoch': 0.{n % 100:02d}}}",
+        ])
+        out.append(line)
+        total += len(line) + 1
+        n += 1
+    out.insert(len(out) // 2, "node0:100:200 [0] NCCL WARN Bootstrap : no socket interface found")
+    return "\n".join(out) + "\n"
+
+
+def logs(url: str, limit: float) -> None:
+    with httpx.Client(base_url=url, timeout=limit) as http:
+        for label, body in [("junk", junk_lines((4 << 20) - 4096)), ("NCCL INFO", nccl_info_log((4 << 20) - 4096))]:
+            sid = http.post("/sessions").json()["id"]
+            started = time.perf_counter()
+            try:
+                reply = http.post(f"/sessions/{sid}/log", content=body, headers={"content-type": "text/plain"})
+                outcome = f"{reply.status_code} {reply.text[:100] if reply.status_code >= 400 else ''}"
+            except httpx.TimeoutException:
+                outcome = f"no answer within {limit:.0f} s"
+            took = time.perf_counter() - started
+            print(f"log: 4 MB of {label}: {took:.2f} s ({len(body) / took / 2**20:.1f} MiB/s) -> {outcome}")
+            http.delete(f"/sessions/{sid}")
+
+
+def timed_turn(url: str, timeout: float) -> str:
+    started = time.perf_counter()
+    try:
+        reply = httpx.post(url + "/stateless/turn", json={"text": "hang at init on 2 nodes"}, timeout=timeout)
+        return f"{time.perf_counter() - started:.2f} s ({reply.status_code})"
+    except httpx.HTTPError as exc:
+        return f"failed after {time.perf_counter() - started:.1f} s ({type(exc).__name__})"
+
+
+def flood(url: str, clients: int, limit: float) -> None:
+    junk = junk_lines(32 << 10, seed=3)
+    stop = threading.Event()
+    answered = []
+
+    async def attacker(http: httpx.AsyncClient):
+        while not stop.is_set():
+            try:
+                reply = await http.post("/stateless/turn", json={"text": junk})
+                answered.append(reply.status_code)
+            except httpx.HTTPError:
+                answered.append(0)
+
+    async def go():
+        limits = httpx.Limits(max_connections=clients)
+        async with httpx.AsyncClient(base_url=url, timeout=limit, limits=limits) as http:
+            tasks = [asyncio.create_task(attacker(http)) for _ in range(clients)]
+            await asyncio.sleep(2)
+            result = await asyncio.to_thread(timed_turn, url, limit)
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            return result
+
+    result = asyncio.run(go())
+    codes = {c: answered.count(c) for c in set(answered)}
+    print(f"flood: {clients} clients sending 32 KiB of junk text: a legitimate turn took {result}; junk replies {codes}")
+
+
+def slow(url: str, conns: int, seconds: float) -> None:
+    host, port = url.removeprefix("http://").split(":")
+    stop = threading.Event()
+
+    def dribble():
+        try:
+            s = socket.create_connection((host, int(port)))
+            s.sendall(b"POST /stateless/turn HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+            while not stop.is_set():
+                s.sendall(b"a")
+                time.sleep(1)
+        except OSError:
+            return
+
+    threads = [threading.Thread(target=dribble, daemon=True) for _ in range(conns)]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    print(f"slow: {conns} connections sending a byte a second for {seconds:.0f} s: a legitimate turn took {timed_turn(url, 30)}")
+    stop.set()
+
+
+def idle(url: str, conns: int) -> None:
+    host, port = url.removeprefix("http://").split(":")
+    held = []
+    for _ in range(conns):
+        try:
+            held.append(socket.create_connection((host, int(port))))
+        except OSError:
+            break
+    time.sleep(2)
+    try:
+        reply = httpx.get(url + "/healthz", timeout=30)
+        outcome = str(reply.status_code)
+    except httpx.HTTPError as exc:
+        outcome = type(exc).__name__
+    closed = 0
+    for s in held:
+        s.settimeout(0.01)
+        try:
+            closed += s.recv(1) == b""
+        except OSError:
+            pass
+    print(f"idle: {len(held)} silent connections: healthz -> {outcome}; {closed} closed by the server after 2 s")
+    for s in held:
+        s.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--only", default="concurrent,log,flood,slow,idle")
+    parser.add_argument("--limit", type=float, default=120, help="give up on one request after this many seconds")
+    parser.add_argument("serve_args", nargs="*", help="passed to diagnose serve (after --)")
+    args = parser.parse_args()
+    proc, url = start(args.serve_args)
+    try:
+        base = []
+        with httpx.Client(base_url=url) as http:
+            for _ in range(20):
+                started = time.perf_counter()
+                sid = http.post("/sessions", json={"text": CASES[1]}).json()["id"]
+                http.post(f"/sessions/{sid}/answers", json={"fact": "multi_node", "value": True})
+                base.append((time.perf_counter() - started) / 2)
+                http.delete(f"/sessions/{sid}")
+        print(f"baseline: one request alone {statistics.median(base) * 1000:.0f} ms (median of 20); "
+              f"server RSS {tree_rss_mb(proc.pid):.0f} MB; serve args {args.serve_args or 'default'}")
+        peak = 0.0
+        for part in args.only.split(","):
+            {"concurrent": lambda: concurrent(url, args.sessions), "log": lambda: logs(url, args.limit),
+             "flood": lambda: flood(url, 45, args.limit), "slow": lambda: slow(url, 8, 10),
+             "idle": lambda: idle(url, 512)}[part]()
+            peak = max(peak, tree_rss_mb(proc.pid))
+        print(f"server RSS after the runs: {peak:.0f} MB")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
