@@ -7,7 +7,7 @@ iterables of lines, and state leaves as JSON text.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from .memory import SOURCE_PRIORITY, FactRecord, Source
 from .plan import build_plan
 from .questions import answer_options, leading_causes, rank_questions
 from .relevance import RELEVANCE, RelevanceIndex
+from .state import STATE_FORMAT, STATE_VERSION, read_state
 from .results import Diagnosis, EvidenceItem, How, Plan, Question, Why
 from .values import Value, ValueProblem, coerce
 
@@ -40,8 +41,6 @@ __all__ = [
     "MAX_TEXT_CHARS",
 ]
 
-STATE_FORMAT = "nccl-doctor-session"
-STATE_VERSION = 1
 MAX_TEXT_CHARS = 200_000
 MAX_LINE_CHARS = 8_192
 _LATER_WINS = {"answer", "cli", "probe"}
@@ -312,38 +311,21 @@ class Session:
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
 
     @classmethod
-    def from_json(cls, doctor: Doctor, text: str | bytes | Mapping[str, Any]) -> "Session":
-        """Restore a session saved by :meth:`to_json`; facts the KB no longer has are dropped."""
-        try:
-            data = dict(text) if isinstance(text, Mapping) else json.loads(text)
-        except (TypeError, ValueError) as exc:
-            raise StateError(f"session state is not JSON: {exc}") from None
-        if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
-            raise StateError("not a nccl-doctor session state (missing format marker)")
-        version = data.get("version")
-        if version != STATE_VERSION:
-            raise StateError(f"session state version {version!r} is not supported (this build reads {STATE_VERSION})")
+    def from_json(cls, doctor: Doctor, text: str | bytes | Mapping[str, Any], *,
+                  sources: Collection[str] | None = None) -> "Session":
+        """Restore a session saved by :meth:`to_json`; facts the KB no longer has are dropped.
+
+        Every field is checked as strictly as fresh input (:mod:`.state`); ``sources`` limits
+        the fact sources the state may claim, so a server can refuse a client's forged probe
+        result. A bad state raises :class:`StateError` naming the field.
+        """
+        saved = read_state(doctor.kb, text, sources)
         session = cls(doctor)
-        try:
-            for item in data.get("assertions", []):
-                name = item["name"]
-                if name not in doctor.kb.facts:
-                    continue
-                fact = doctor.kb.facts[name]
-                source = Source(item["source"]["kind"], str(item["source"].get("detail", "")))
-                if source.kind not in SOURCE_PRIORITY or source.kind == "rule":
-                    raise StateError(f"bad source kind {source.kind!r}")
-                value = coerce(item["value"], fact.type, fact.choices)
-                session._assertions.append(FactRecord(name, value, source, float(item.get("certainty", 1.0))))
-            session._unknown = [n for n in data.get("unknown", []) if n in doctor.kb.facts]
-            session._texts = [str(t) for t in data.get("texts", [])]
-            session._matches = list(data.get("matches", []))
-            session._logs = [LogSummary(name=str(s["name"]), lines=int(s["lines"]), hits=dict(s["hits"]))
-                             for s in data.get("logs", [])]
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, StateError):
-                raise
-            raise StateError(f"session state is damaged: {exc!r}") from None
+        session._assertions = saved.assertions
+        session._unknown = saved.unknown
+        session._texts = saved.texts
+        session._matches = saved.matches
+        session._logs = [LogSummary(name=name, lines=lines, hits=hits) for name, lines, hits in saved.logs]
         return session
 
     # --------------------------------------------------------------- helpers

@@ -51,6 +51,8 @@ def coerce(value: object, fact_type: str, choices: list[str] | tuple[str, ...] =
             raise ValueProblem(f"expected a number, got {value!r}")
         if isinstance(value, int) and abs(value) < 10 ** _MAX_NUMBER_CHARS:
             return value
+        if isinstance(value, int):  # too large to show or to hold as a float
+            raise ValueProblem(f"expected a number of at most {_MAX_NUMBER_CHARS} digits")
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueProblem(f"expected a finite number, got {value!r}")
         text = str(value).strip().replace(",", "")
