@@ -12,7 +12,7 @@ import pytest
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
-from nccl_doctor.server import ApiError, SessionStore, create_app, serve_main  # noqa: E402
+from nccl_doctor.server import ApiError, Limits, SessionStore, create_app, serve_main  # noqa: E402
 
 
 def _call(app, requests):
@@ -39,20 +39,20 @@ def test_session_cap_gives_503_with_retry_after(doctor):
 
 def test_idle_sessions_expire(doctor):
     now = [1000.0]
-    store = SessionStore(doctor, max_sessions=2, ttl=60, clock=lambda: now[0])
-    a = store.create(doctor.session())
-    b = store.create(doctor.session())
+    store = SessionStore(Limits(max_sessions=2, session_ttl=60), clock=lambda: now[0])
+    a = store.create({})
+    b = store.create({})
     now[0] += 30
     store.get(a)  # using a session keeps it alive
     now[0] += 45
     with pytest.raises(ApiError) as gone:
         store.get(b)
     assert gone.value.status == 404 and "expired" in gone.value.message
-    assert store.get(a).session is not None
-    store.create(doctor.session())  # b's slot was freed
+    assert store.get(a).state == {}
+    store.create({})  # b's slot was freed
     now[0] += 61
     assert len(store) == 2
-    store.create(doctor.session())  # the full table purges expired entries first
+    store.create({})  # the full table purges expired entries first
     assert len(store) == 1
 
 
@@ -102,13 +102,13 @@ def test_serve_main_defaults_to_loopback(monkeypatch):
 
 
 def test_store_is_safe_under_threads(doctor):
-    store = SessionStore(doctor, max_sessions=10_000)
+    store = SessionStore(Limits(max_sessions=10_000, max_sessions_per_client=10_000))
     keys: list[str] = []
     lock = threading.Lock()
 
     def worker():
         for _ in range(50):
-            key = store.create(doctor.session())
+            key = store.create({})
             store.get(key)
             with lock:
                 keys.append(key)

@@ -1,0 +1,116 @@
+"""Connections of the HTTP server: idle and slow clients cannot lock others out.
+
+uvicorn's HTTP/1.1 protocol (h11) with three additions:
+
+- a request must arrive whole (headers and body) within ``request_timeout_s`` of the
+  connection opening or of the previous response, else the connection is closed;
+- at most ``max_connections_per_client`` connections per client address and
+  ``max_connections`` in all; when a cap is reached, the oldest connection that is waiting
+  for a request (idle or still sending one) is closed to make room, so silent connections
+  never keep a working client out; only when every connection is busy is the new one
+  answered 503;
+- connections, not requests, are what is capped here; requests in flight are capped by
+  :class:`.middleware.InFlightLimit`.
+"""
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .limits import Limits
+
+__all__ = ["guarded_protocol"]
+
+
+class _Registry:
+    """Open connections per client address, oldest first."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.by_client: dict[str, OrderedDict[int, "H11Protocol"]] = {}
+        self.count = 0
+
+    def add(self, client: str, conn) -> bool:
+        """Register ``conn``; make room by closing an idle connection if a cap is reached."""
+        mine = self.by_client.setdefault(client, OrderedDict())
+        if len(mine) >= self.limits.max_connections_per_client and not self._evict(mine.values()):
+            return False
+        if self.count >= self.limits.max_connections and not self._evict(
+                c for group in self.by_client.values() for c in group.values()):
+            return False
+        mine[id(conn)] = conn
+        self.count += 1
+        return True
+
+    def remove(self, client: str, conn) -> None:
+        mine = self.by_client.get(client)
+        if mine is not None and mine.pop(id(conn), None) is not None:
+            self.count -= 1
+            if not mine:
+                del self.by_client[client]
+
+    @staticmethod
+    def _evict(candidates) -> bool:
+        for conn in list(candidates):
+            if conn.waiting_for_request():
+                conn.close_now()
+                return True
+        return False
+
+
+def guarded_protocol(limits: Limits) -> type:
+    """An h11 protocol class for ``uvicorn.Config(http=...)`` enforcing ``limits``."""
+    registry = _Registry(limits)
+    busy = json.dumps({"error": "the server has too many connections open; retry shortly"}).encode()
+
+    class GuardedH11Protocol(H11Protocol):
+        _deadline = None
+        _client_key = ""
+        _registered = False
+
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._client_key = self.client[0] if self.client else "unknown"
+            if not registry.add(self._client_key, self):
+                transport.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+                                b"connection: close\r\nretry-after: 2\r\ncontent-length: "
+                                + str(len(busy)).encode() + b"\r\n\r\n" + busy)
+                transport.close()
+                return
+            self._registered = True
+            self._arm()
+
+        def connection_lost(self, exc) -> None:
+            if self._registered:
+                registry.remove(self._client_key, self)
+                self._registered = False
+            if self._deadline is not None:
+                self._deadline.cancel()
+            super().connection_lost(exc)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def _arm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            self._deadline = self.loop.call_later(limits.request_timeout_s, self._too_slow)
+
+        def waiting_for_request(self) -> bool:
+            """True while no request is being served: idle, or its headers or body still arriving."""
+            cycle = self.cycle
+            return cycle is None or cycle.response_complete or (cycle.more_body and not cycle.response_started)
+
+        def _too_slow(self) -> None:
+            self._deadline = None
+            if self.waiting_for_request():
+                self.close_now()
+
+        def close_now(self) -> None:
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return GuardedH11Protocol

@@ -1,0 +1,156 @@
+"""Where the engine work of a request runs: off the event loop, within a time budget, fairly.
+
+``Engine(workers=0)`` runs jobs in threads of this process (embedding, tests, the MCP server
+on stdio). ``Engine(workers=N)`` runs them in N worker processes, each with its own copy of
+the KB: the cores are used, and a job over its budget is stopped by killing its worker (a fresh
+one takes its place) and answered with a message naming the budget, so no input can keep the
+server busy. Jobs carry states, not sessions, so sessions stay isolated whichever worker runs
+them.
+
+Fairness: a job with a large input (a log, or text over ``HEAVY_CHARS``) may occupy at most
+N-1 workers, so small turns are always served while big uploads queue.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from ..engine.session import Doctor
+from .limits import ApiError, Limits
+from .work import JOBS
+
+__all__ = ["Engine", "HEAVY_CHARS"]
+
+HEAVY_CHARS = 16_384
+
+
+def _worker_main(conn: Connection, kb_dir: str | None, limits: Limits, parent: int) -> None:
+    """A worker process: load the KB once, then run jobs until the pipe closes or the parent dies."""
+    from .. import load_doctor
+
+    doctor = load_doctor(kb_dir)
+    conn.send(("ready", None))
+    while True:
+        if not conn.poll(1.0):
+            if os.getppid() != parent:
+                return
+            continue
+        try:
+            name, state, data = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            conn.send(("ok", JOBS[name](doctor, state, data, limits)))
+        except ApiError as exc:
+            conn.send(("refused", (exc.status, exc.message, exc.headers)))
+        except Exception as exc:  # a bug: reported as such, the worker carries on
+            conn.send(("crashed", f"{type(exc).__name__}: {str(exc)[:200]}"))
+
+
+class _Worker:
+    def __init__(self, context, kb_dir: str | None, limits: Limits):
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_worker_main, args=(child, kb_dir, limits, os.getpid()),
+                                       name="nccl-doctor-engine", daemon=True)
+        self.process.start()
+        child.close()
+        self.ready = False
+
+    def wait_ready(self, timeout: float) -> None:
+        if not self.ready:
+            if not self.conn.poll(timeout):
+                raise ApiError(503, "an engine worker did not start in time; retry")
+            self.conn.recv()
+            self.ready = True
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join(5)
+        self.conn.close()
+
+
+class Engine:
+    """Runs jobs from :mod:`.work` for the servers; see the module docstring."""
+
+    def __init__(self, doctor: Doctor | None, limits: Limits, *, workers: int = 0,
+                 kb_dir: str | Path | None = None):
+        self.doctor = doctor
+        self.limits = limits
+        self.workers = workers
+        self._kb_dir = str(kb_dir) if kb_dir is not None else None
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: list[_Worker] = []
+        self._lanes: tuple[anyio.CapacityLimiter, anyio.CapacityLimiter] | None = None
+        self._closed = False
+        if workers:
+            self._context = multiprocessing.get_context("spawn")
+            for _ in range(workers):
+                self._add()
+        elif doctor is None:
+            raise ValueError("an inline engine needs a Doctor")
+
+    def _add(self) -> None:
+        worker = _Worker(self._context, self._kb_dir, self.limits)
+        self._all.append(worker)
+        self._idle.put(worker)
+
+    def _limiters(self) -> tuple[anyio.CapacityLimiter, anyio.CapacityLimiter]:
+        if self._lanes is None:  # made in the event loop that first uses them
+            size = max(self.workers, 2)
+            self._lanes = (anyio.CapacityLimiter(size), anyio.CapacityLimiter(max(size - 1, 1)))
+        return self._lanes
+
+    async def run(self, job: str, state: Any, data: dict[str, Any], *, heavy: bool = False) -> Any:
+        """Run ``job`` on ``state`` off the event loop; an :class:`ApiError` when refused or stopped."""
+        light, big = self._limiters()
+        return await anyio.to_thread.run_sync(self._run_blocking, job, state, data, limiter=big if heavy else light)
+
+    def _run_blocking(self, job: str, state: Any, data: dict[str, Any]) -> Any:
+        if not self.workers:
+            return JOBS[job](self.doctor, state, data, self.limits)
+        if self._closed:
+            raise ApiError(503, "the server is shutting down; retry")
+        worker = self._idle.get()
+        replace = False
+        try:
+            worker.wait_ready(60)
+            started = time.monotonic()
+            worker.conn.send((job, state, data))
+            if not worker.conn.poll(self.limits.budget_s + 0.5):
+                replace = True
+                raise ApiError(413, f"this request needed more than the {self.limits.budget_s:g} s of engine time "
+                               f"a request may use and was stopped after {time.monotonic() - started:.1f} s; "
+                               "send less text or a shorter log (the part around the first error)")
+            kind, result = worker.conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            replace = True
+            raise ApiError(503, "an engine worker stopped unexpectedly; retry") from None
+        finally:
+            if replace:
+                worker.kill()
+                self._all.remove(worker)
+                if not self._closed:
+                    self._add()
+            else:
+                self._idle.put(worker)
+        if kind == "ok":
+            return result
+        if kind == "refused":
+            raise ApiError(*result)
+        raise RuntimeError(f"engine worker: {result}")
+
+    def close(self) -> None:
+        """Stop every worker process."""
+        self._closed = True
+        for worker in self._all:
+            worker.kill()
+        self._all.clear()
