@@ -9,12 +9,14 @@ uvicorn's HTTP/1.1 protocol (h11) with three additions:
   for a request (idle or still sending one) is closed to make room, so silent connections
   never keep a working client out; only when every connection is busy is the new one
   answered 503;
+- replies are sent without Nagle's delay (TCP_NODELAY);
 - connections, not requests, are what is capped here; requests in flight are capped by
   :class:`.middleware.InFlightLimit`.
 """
 from __future__ import annotations
 
 import json
+import socket
 from collections import OrderedDict
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -60,6 +62,18 @@ class _Registry:
         return False
 
 
+def _no_delay(transport) -> None:
+    """Send small writes at once. asyncio does this only for sockets made with proto=IPPROTO_TCP,
+    which ``socket.create_server`` does not give; without it every reply on a kept-alive
+    connection waits ~40 ms for the client's delayed ACK (headers and body are two writes)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+
+
 def guarded_protocol(limits: Limits) -> type:
     """An h11 protocol class for ``uvicorn.Config(http=...)`` enforcing ``limits``."""
     registry = _Registry(limits)
@@ -72,6 +86,7 @@ def guarded_protocol(limits: Limits) -> type:
 
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            _no_delay(transport)
             self._client_key = self.client[0] if self.client else "unknown"
             if not registry.add(self._client_key, self):
                 transport.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
