@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import re
@@ -30,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import httpx
 
@@ -85,6 +87,23 @@ def tree_rss_mb(pid: int) -> float:
     return total / 1024
 
 
+def tree_cpu_s(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of a process and each of its children, by pid."""
+    out, todo = {}, [pid]
+    tick = os.sysconf("SC_CLK_TCK")
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[p] = (int(fields[11]) + int(fields[12])) / tick
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
@@ -101,50 +120,94 @@ def expected_facts(i: int) -> dict:
     return {k: r.value for k, r in session.facts().items()}
 
 
-async def one_session(http: httpx.AsyncClient, i: int, times: list[float], errors: list[str]) -> dict | None:
-    async def call(method: str, path: str, **kw):
+class Conn:
+    """A minimal keep-alive HTTP/1.1 client on asyncio streams: the load generator should cost
+    far less CPU than the server it measures (httpx costs ~6 ms a request here)."""
+
+    def __init__(self, url: str):
+        self.host, port = url.removeprefix("http://").split(":")
+        self.port = int(port)
+        self.reader = self.writer = None
+
+    async def request(self, method: str, path: str, body: bytes = b"", kind: str = "application/json"):
+        for attempt in (0, 1):
+            if self.writer is None:
+                self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n\r\n"
+            try:
+                self.writer.write(head.encode() + body)
+                status_line = await self.reader.readline()
+                if not status_line:
+                    raise ConnectionResetError("closed")
+                headers = {}
+                while (line := await self.reader.readline()) not in (b"\r\n", b""):
+                    key, _, value = line.decode().partition(":")
+                    headers[key.strip().lower()] = value.strip()
+                data = await self.reader.readexactly(int(headers.get("content-length", 0)))
+                if headers.get("connection") == "close":
+                    self.writer.close()
+                    self.writer = None
+                return int(status_line.split()[1]), data
+            except (ConnectionError, asyncio.IncompleteReadError):
+                self.writer = None
+                if attempt:  # a kept-alive connection the server closed: retry once on a new one
+                    raise
+        raise AssertionError("unreachable")
+
+
+async def one_session(url: str, i: int, times: list[float], errors: list[str]) -> dict | None:
+    conn = Conn(url)
+
+    async def call(method: str, path: str, body: Any = None, raw: bytes | None = None, kind: str = "application/json"):
         started = time.perf_counter()
         try:
-            reply = await http.request(method, path, **kw)
-        except httpx.HTTPError as exc:
+            status, data = await conn.request(method, path, raw if raw is not None else
+                                              (json.dumps(body).encode() if body is not None else b""), kind)
+        except OSError as exc:
             errors.append(f"{method} {path}: {type(exc).__name__}")
             return None
         times.append(time.perf_counter() - started)
-        if reply.status_code >= 400:
-            errors.append(f"{method} {path}: {reply.status_code} {reply.text[:120]}")
+        if status >= 400:
+            errors.append(f"{method} {path}: {status} {data[:120]!r}")
             return None
-        return reply
+        return json.loads(data) if data else {}
 
-    created = await call("POST", "/sessions", json={"text": CASES[i % len(CASES)]})
+    created = await call("POST", "/sessions", {"text": CASES[i % len(CASES)]})
     if created is None:
         return None
-    sid = created.json()["id"]
-    await call("POST", f"/sessions/{sid}/log?name=rank{i}.log", content=LOG, headers={"content-type": "text/plain"})
+    sid = created["id"]
+    await call("POST", f"/sessions/{sid}/log?name=rank{i}.log", raw=LOG.encode(), kind="text/plain")
     for fact, value in ANSWERS[i % 2::2]:
-        await call("POST", f"/sessions/{sid}/answers", json={"fact": fact, "value": value})
+        await call("POST", f"/sessions/{sid}/answers", {"fact": fact, "value": value})
     final = await call("GET", f"/sessions/{sid}")
-    await http.delete(f"/sessions/{sid}")
-    return final.json() if final is not None else None
+    await conn.request("DELETE", f"/sessions/{sid}")
+    if conn.writer is not None:
+        conn.writer.close()
+    return final
 
 
-def concurrent(url: str, sessions: int) -> None:
+def concurrent(url: str, sessions: int, pid: int) -> None:
     wanted = {i: expected_facts(i) for i in range(len(CASES) * 2)}
     times: list[float] = []
     errors: list[str] = []
 
     async def go():
-        limits = httpx.Limits(max_connections=sessions, max_keepalive_connections=sessions)
-        async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
-            return await asyncio.gather(*(one_session(http, i, times, errors) for i in range(sessions)))
+        return await asyncio.gather(*(one_session(url, i, times, errors) for i in range(sessions)))
 
+    cpu_before, own_before = tree_cpu_s(pid), time.process_time()
     started = time.perf_counter()
     finals = asyncio.run(go())
     wall = time.perf_counter() - started
+    cpu_after, own = tree_cpu_s(pid), time.process_time() - own_before
+    main_cpu = cpu_after.get(pid, 0) - cpu_before.get(pid, 0)
+    workers_cpu = sum(v - cpu_before.get(p, 0) for p, v in cpu_after.items() if p != pid)
     mixed = sum(1 for i, f in enumerate(finals) if f is not None and
                 {k: v["value"] for k, v in f["facts"].items()} != wanted[i % len(wanted)])
     print(f"concurrent: {sessions} sessions x 5 turns: {len(times)} answered in {wall:.1f} s = "
           f"{len(times) / wall:.0f} req/s; p50 {pct(times, .5) * 1000:.0f} ms, p99 {pct(times, .99) * 1000:.0f} ms, "
           f"max {max(times, default=0) * 1000:.0f} ms; {len(errors)} errors; {mixed} sessions with other facts")
+    print(f"    CPU per request: server main process {main_cpu / len(times) * 1000:.1f} ms, engine workers "
+          f"{workers_cpu / len(times) * 1000:.1f} ms, this client {own / len(times) * 1000:.1f} ms")
     for line in errors[:5]:
         print("   ", line)
 
@@ -299,7 +362,7 @@ def main() -> int:
               f"server RSS {tree_rss_mb(proc.pid):.0f} MB; serve args {args.serve_args or 'default'}")
         peak = 0.0
         for part in args.only.split(","):
-            {"concurrent": lambda: concurrent(url, args.sessions), "log": lambda: logs(url, args.limit),
+            {"concurrent": lambda: concurrent(url, args.sessions, proc.pid), "log": lambda: logs(url, args.limit),
              "flood": lambda: flood(url, 45, args.limit), "slow": lambda: slow(url, 8, 10),
              "idle": lambda: idle(url, 512)}[part]()
             peak = max(peak, tree_rss_mb(proc.pid))
