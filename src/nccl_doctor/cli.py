@@ -21,7 +21,8 @@ diagnose --symptom TEXT [--log PATH|DIR|GLOB|- ...] [--fact NAME=VALUE ...] [--f
 diagnose tui [--symptom TEXT] [--log PATH ...]
 diagnose kb lint|stats|schema [--kb DIR]
 diagnose probes
-diagnose serve [--host 127.0.0.1] [--port 8000]"""
+diagnose serve [--host 127.0.0.1] [--port 8000]
+diagnose mcp [--http PORT]"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -350,7 +351,13 @@ def _serve(argv: list[str]) -> int:
     return serve_main(argv)
 
 
-COMMANDS = {"kb": _kb, "tui": _tui, "probes": _probes, "serve": _serve}
+def _mcp(argv: list[str]) -> int:
+    from .mcp_server import mcp_main
+
+    return mcp_main(argv)
+
+
+COMMANDS = {"kb": _kb, "tui": _tui, "probes": _probes, "serve": _serve, "mcp": _mcp}
 
 
 def main(argv: list[str] | None = None) -> int:

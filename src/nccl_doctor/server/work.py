@@ -126,24 +126,25 @@ def _state(session: Session, limits: Limits) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- jobs
+def _restore_for(doctor: Doctor, state: Any, data: dict[str, Any]) -> Session:
+    return restore(doctor, state, client=bool(data.get("client_state")))
+
+
 def turn(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> tuple[dict[str, Any], bytes]:
     """Apply one turn (text, log, answers) to a state; the new state and its view.
 
-    ``data["client_state"]`` marks a state sent by a client (stateless mode): it is held to
-    client sources. Answers to facts the KB lacks are refused before anything changes.
+    In every job, ``data["client_state"]`` marks a state sent by a client (stateless mode): it
+    may claim only client sources. A refused turn returns nothing, so nothing changes.
     """
     deadline = time.monotonic() + limits.budget_s
-    session = restore(doctor, state, client=bool(data.get("client_state")))
-    for answer in data.get("answers") or ():
-        if answer["fact"] not in doctor.kb.facts:
-            raise ApiError(422, f"answers: unknown fact {answer['fact'][:MAX_NAME_CHARS]!r} (use the `id` of a question)")
+    session = _restore_for(doctor, state, data)
     _apply(session, data, limits, deadline)
     return _state(session, limits), _view(session, data.get("questions", 3))
 
 
 def view(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> bytes:
     """The view of a state as it is."""
-    return _view(restore(doctor, state), data.get("questions", 3))
+    return _view(_restore_for(doctor, state, data), data.get("questions", 3))
 
 
 def how(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> bytes:
@@ -151,7 +152,7 @@ def how(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> byt
     cause = data["cause"]
     if cause not in doctor.kb.causes:
         raise ApiError(404, f"unknown cause {cause[:MAX_NAME_CHARS]!r} (use the `id` of a diagnosis)")
-    return _encode(restore(doctor, state).how(cause).to_dict())
+    return _encode(_restore_for(doctor, state, data).how(cause).to_dict())
 
 
 def why(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> bytes:
@@ -159,14 +160,14 @@ def why(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> byt
     fact = data["fact"]
     if fact not in doctor.kb.facts:
         raise ApiError(404, f"unknown fact {fact[:MAX_NAME_CHARS]!r} (use the `id` of a question)")
-    return _encode(restore(doctor, state).why(fact).to_dict())
+    return _encode(_restore_for(doctor, state, data).why(fact).to_dict())
 
 
 def report(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> str:
     """The session as a Markdown report, redacted unless ``data["redact"]`` is false."""
     from .. import report as reports
 
-    return reports.session_markdown(restore(doctor, state), redact=data.get("redact", True))
+    return reports.session_markdown(_restore_for(doctor, state, data), redact=data.get("redact", True))
 
 
 JOBS = {"turn": turn, "view": view, "how": how, "why": why, "report": report}
