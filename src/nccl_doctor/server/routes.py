@@ -206,10 +206,15 @@ def create_app(doctor: Doctor | None = None, *, limits: Limits | None = None, wo
         raw = await request.body()
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind in ("application/json", ""):
-            try:
-                body = LogBody.model_validate_json(raw) if raw else None
+            try:  # the same JSON reader as every other body (it takes a lone surrogate, pydantic's does not)
+                parsed = json.loads(raw) if raw else None
+                if isinstance(parsed, dict):
+                    parsed = {k: clean(v) if isinstance(v, str) else v for k, v in parsed.items()}
+                body = LogBody.model_validate(parsed) if parsed is not None else None
             except ValidationError as exc:
                 raise ApiError(422, validation_message(list(exc.errors()))) from None
+            except (ValueError, RecursionError):
+                raise ApiError(422, "request body is not valid JSON (or is nested too deeply)") from None
             if body is None:
                 raise ApiError(422, "request body is missing: send {\"log\": \"...\"} or text/plain")
             log, name, questions = body.log, body.name, body.questions
