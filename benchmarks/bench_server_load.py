@@ -50,8 +50,8 @@ LOG = ("node1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
 ANSWERS = [("multi_node", True), ("container", "docker"), ("multi_node", False), ("container", "none")]
 
 
-def start(serve_args: list[str]) -> tuple[subprocess.Popen, str]:
-    code = "import sys; from nccl_doctor.server import serve_main; sys.exit(serve_main(sys.argv[1:]))"
+def start(serve_args: list[str], module: str = "nccl_doctor.server") -> tuple[subprocess.Popen, str]:
+    code = f"import sys; from {module} import serve_main; sys.exit(serve_main(sys.argv[1:]))"
     proc = subprocess.Popen([sys.executable, "-c", code, "--port", "0", *serve_args],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -346,9 +346,11 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--only", default="concurrent,log,flood,slow,idle")
     parser.add_argument("--limit", type=float, default=120, help="give up on one request after this many seconds")
+    parser.add_argument("--module", default="nccl_doctor.server",
+                        help="the module whose serve_main to run (to compare an older copy of the server)")
     parser.add_argument("serve_args", nargs="*", help="passed to diagnose serve (after --)")
     args = parser.parse_args()
-    proc, url = start(args.serve_args)
+    proc, url = start(args.serve_args, args.module)
     try:
         base = []
         with httpx.Client(base_url=url) as http:
