@@ -119,3 +119,17 @@ def test_store_is_safe_under_threads(doctor):
     for t in threads:
         t.join()
     assert len(set(keys)) == 400 == len(store)
+
+
+def test_cached_views_per_session_are_bounded():
+    from nccl_doctor.server.store import MAX_CACHED_VIEWS
+
+    store = SessionStore(Limits())
+    entry = store.get(store.create({}))
+    for n in range(MAX_CACHED_VIEWS * 3):
+        store.remember_view(entry, entry.version, ("why", n), b"{}")
+    assert len(entry.views) == MAX_CACHED_VIEWS and ("why", MAX_CACHED_VIEWS * 3 - 1) in entry.views
+    stale = entry.version
+    store.update(entry, {"changed": True})
+    store.remember_view(entry, stale, "old", b"{}")  # computed from the state before the change
+    assert entry.views == {}

@@ -12,11 +12,13 @@ N-1 workers, so small turns are always served while big uploads queue.
 """
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import queue
 import threading
 import time
+import weakref
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -89,7 +91,7 @@ class Engine:
         self._kb_dir = str(kb_dir) if kb_dir is not None else None
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: list[_Worker] = []
-        self._lanes: tuple[anyio.CapacityLimiter, anyio.CapacityLimiter] | None = None
+        self._lanes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._closed = False
         if workers:
             self._context = multiprocessing.get_context("spawn")
@@ -104,10 +106,13 @@ class Engine:
         self._idle.put(worker)
 
     def _limiters(self) -> tuple[anyio.CapacityLimiter, anyio.CapacityLimiter]:
-        if self._lanes is None:  # made in the event loop that first uses them
+        """The (light, heavy) lanes of the running event loop (limiters belong to one loop)."""
+        loop = asyncio.get_running_loop()
+        lanes = self._lanes.get(loop)
+        if lanes is None:
             size = max(self.workers, 2)
-            self._lanes = (anyio.CapacityLimiter(size), anyio.CapacityLimiter(max(size - 1, 1)))
-        return self._lanes
+            lanes = self._lanes[loop] = (anyio.CapacityLimiter(size), anyio.CapacityLimiter(max(size - 1, 1)))
+        return lanes
 
     async def run(self, job: str, state: Any, data: dict[str, Any], *, heavy: bool = False) -> Any:
         """Run ``job`` on ``state`` off the event loop; an :class:`ApiError` when refused or stopped."""

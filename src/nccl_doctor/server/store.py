@@ -18,7 +18,9 @@ from typing import Any
 
 from .limits import ApiError, Limits
 
-__all__ = ["SessionStore", "Entry"]
+__all__ = ["SessionStore", "Entry", "MAX_CACHED_VIEWS"]
+
+MAX_CACHED_VIEWS = 8  # per session: views, how and why answers kept until it changes
 
 
 @dataclass
@@ -108,6 +110,8 @@ class SessionStore:
         """Cache a view computed from ``version`` of the state (ignored if the session changed since)."""
         with self._lock:
             if entry.version == version:
+                if len(entry.views) >= MAX_CACHED_VIEWS:  # the oldest goes first
+                    entry.views.pop(next(iter(entry.views)))
                 entry.views[key] = view
 
     def delete(self, key: str) -> bool:
