@@ -199,7 +199,7 @@ def build_server(doctor: Doctor | None = None, *, limits: Limits | None = None, 
             raise ResourceNotFoundError(f"unknown cause {cause_id[:200]!r}")
         return json.dumps({"id": found.id, "title": found.title, "area": found.area,
                            "explanation": found.explanation, "references": list(found.references),
-                           "fixes": [kb.fixes[f].as_dict() for f in found.fixes]}, ensure_ascii=False)
+                           "fixes": [dict(kb.fixes[f]) for f in found.fixes]}, ensure_ascii=False)
 
     @server.resource("nccl-doctor://probes", mime_type="application/json",
                      description="The host probes `diagnose --probe` can run, and the facts each establishes.")
