@@ -9,7 +9,9 @@ Starts the real server in a child process and runs, one after the other:
 - ``flood``: 45 clients each sending 32 KiB of junk text to ``/stateless/turn`` while one
   legitimate turn is timed;
 - ``slow``: a few connections sending one byte a second while a legitimate turn is timed;
-- ``idle``: 512 connections that send nothing, then a legitimate request.
+- ``idle``: 512 connections that send nothing, then a legitimate request;
+- ``fill``: four client addresses each asking for one session more than the per-client cap,
+  filling the table; the RSS it costs.
 
 The baseline is one request alone on the idle server, measured in the same run. The server's
 peak RSS (its process tree) is printed at the end.
@@ -124,15 +126,16 @@ class Conn:
     """A minimal keep-alive HTTP/1.1 client on asyncio streams: the load generator should cost
     far less CPU than the server it measures (httpx costs ~6 ms a request here)."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, source: str | None = None):
         self.host, port = url.removeprefix("http://").split(":")
         self.port = int(port)
+        self.source = (source, 0) if source else None
         self.reader = self.writer = None
 
     async def request(self, method: str, path: str, body: bytes = b"", kind: str = "application/json"):
         for attempt in (0, 1):
             if self.writer is None:
-                self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+                self.reader, self.writer = await asyncio.open_connection(self.host, self.port, local_addr=self.source)
             head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n\r\n"
             try:
                 self.writer.write(head.encode() + body)
@@ -210,6 +213,29 @@ def concurrent(url: str, sessions: int, pid: int) -> None:
           f"{workers_cpu / len(times) * 1000:.1f} ms, this client {own / len(times) * 1000:.1f} ms")
     for line in errors[:5]:
         print("   ", line)
+
+
+def fill(url: str, pid: int, per_client: int, clients: int) -> None:
+    """Fill the session table from several loopback addresses (127.0.0.2, ...); RSS per session."""
+    before = tree_rss_mb(pid)
+    codes: list[int] = []
+
+    async def one_client(n: int):
+        conn = Conn(url, source=f"127.0.0.{n + 2}")
+        for i in range(per_client + 1):  # one more than the cap: refused
+            status, _ = await conn.request("POST", "/sessions", json.dumps({"text": CASES[i % len(CASES)]}).encode())
+            codes.append(status)
+
+    async def go():
+        await asyncio.gather(*(one_client(n) for n in range(clients)))
+
+    started = time.perf_counter()
+    asyncio.run(go())
+    held = codes.count(201)
+    after = tree_rss_mb(pid)
+    print(f"fill: {clients} addresses x {per_client + 1} sessions in {time.perf_counter() - started:.1f} s: {held} held, "
+          f"{codes.count(429)} refused (per-client cap), {codes.count(503)} refused (table full); RSS "
+          f"{before:.0f} -> {after:.0f} MB ({(after - before) * 1024 / max(held, 1):.0f} KB per session)")
 
 
 def junk_lines(size: int, seed: int = 1) -> str:
@@ -344,7 +370,7 @@ def idle(url: str, conns: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=200)
-    parser.add_argument("--only", default="concurrent,log,flood,slow,idle")
+    parser.add_argument("--only", default="concurrent,log,flood,slow,idle,fill")
     parser.add_argument("--limit", type=float, default=120, help="give up on one request after this many seconds")
     parser.add_argument("--module", default="nccl_doctor.server",
                         help="the module whose serve_main to run (to compare an older copy of the server)")
@@ -366,7 +392,7 @@ def main() -> int:
         for part in args.only.split(","):
             {"concurrent": lambda: concurrent(url, args.sessions, proc.pid), "log": lambda: logs(url, args.limit),
              "flood": lambda: flood(url, 45, args.limit), "slow": lambda: slow(url, 8, 10),
-             "idle": lambda: idle(url, 512)}[part]()
+             "idle": lambda: idle(url, 512), "fill": lambda: fill(url, proc.pid, 250, 4)}[part]()
             peak = max(peak, tree_rss_mb(proc.pid))
         print(f"server RSS after the runs: {peak:.0f} MB")
     finally:

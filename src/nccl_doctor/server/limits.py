@@ -33,9 +33,9 @@ class Limits:
     max_sessions: int = 1_000                # sessions held at once, all clients together
     max_sessions_per_client: int = 250       # held by one client address
     session_ttl: float = 3_600.0             # seconds idle before a session is dropped
-    max_session_text_chars: int = 1_000_000  # all texts of one session together
+    max_session_text_chars: int = 400_000    # all texts of one session together (two of the longest)
     max_session_logs: int = 200              # logs added to one session
-    max_state_bytes: int = 4 << 20           # a session's JSON state, as sent to /stateless/turn
+    max_state_bytes: int = 1 << 20           # a session's JSON state: held sessions x this bounds memory
     budget_s: float = 10.0                   # engine time for one request before it is stopped
     request_timeout_s: float = 20.0          # to send a request's headers and body
     max_connections: int = 2_048             # open connections, all clients together
