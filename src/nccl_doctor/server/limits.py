@@ -5,7 +5,7 @@ Every limit has a default here and a flag in ``diagnose serve``; every refusal i
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import DoctorError
 
@@ -28,20 +28,34 @@ class ApiError(DoctorError):
 class Limits:
     """Sizes, counts and times that bound what one client can make the server hold or do."""
 
-    max_body_bytes: int = 6 << 20            # one request body; a log inside JSON is escaped, so leave room
-    max_log_bytes: int = 4 << 20             # one log
-    max_sessions: int = 1_000                # sessions held at once, all clients together
-    max_sessions_per_client: int = 250       # held by one client address
-    session_ttl: float = 3_600.0             # seconds idle before a session is dropped
-    max_session_text_chars: int = 400_000    # all texts of one session together (two of the longest)
-    max_session_logs: int = 200              # logs added to one session
-    max_state_bytes: int = 1 << 20           # a session's JSON state: held sessions x this bounds memory
-    budget_s: float = 10.0                   # engine time for one request before it is stopped
-    request_timeout_s: float = 20.0          # to send a request's headers and body
-    max_connections: int = 2_048             # open connections, all clients together
-    max_connections_per_client: int = 512    # open connections from one address
-    max_requests_in_flight: int = 1_024      # requests being served or queued at once
-    drain_s: float = 10.0                    # on SIGTERM / Ctrl-C: wait this long for requests in flight
+    max_body_bytes: int = field(default=6 << 20,
+        metadata={"help": "one request body; a log inside JSON is escaped, so it needs more room than the log"})
+    max_log_bytes: int = field(default=4 << 20,
+        metadata={"help": "one log"})
+    max_sessions: int = field(default=1_000,
+        metadata={"help": "sessions held at once, all clients together"})
+    max_sessions_per_client: int = field(default=250,
+        metadata={"help": "held by one client address"})
+    session_ttl: float = field(default=3_600.0,
+        metadata={"help": "seconds idle before a session is dropped"})
+    max_session_text_chars: int = field(default=400_000,
+        metadata={"help": "all texts of one session together (two of the longest)"})
+    max_session_logs: int = field(default=200,
+        metadata={"help": "logs added to one session"})
+    max_state_bytes: int = field(default=1 << 20,
+        metadata={"help": "a session's JSON state: held sessions x this bounds memory"})
+    budget_s: float = field(default=10.0,
+        metadata={"help": "engine time for one request before it is stopped"})
+    request_timeout_s: float = field(default=20.0,
+        metadata={"help": "to send a request's headers and body"})
+    max_connections: int = field(default=2_048,
+        metadata={"help": "open connections, all clients together"})
+    max_connections_per_client: int = field(default=512,
+        metadata={"help": "open connections from one address"})
+    max_requests_in_flight: int = field(default=1_024,
+        metadata={"help": "requests being served or queued at once"})
+    drain_s: float = field(default=10.0,
+        metadata={"help": "on SIGTERM / Ctrl-C: wait this long for requests in flight"})
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():

@@ -70,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     for field in dataclasses.fields(Limits):
         kind = int if field.type in ("int", int) else float
         parser.add_argument("--" + field.name.replace("_", "-"), type=_positive(kind), default=field.default,
-                            help=f"default {field.default}")
+                            metavar="N",
+                            help=f"{field.metadata.get('help', '')} (default {field.default if kind is int else f'{field.default:g}'})")
     return parser
 
 
