@@ -133,3 +133,28 @@ def test_cached_views_per_session_are_bounded():
     store.update(entry, {"changed": True})
     store.remember_view(entry, stale, "old", b"{}")  # computed from the state before the change
     assert entry.views == {}
+
+
+def test_requests_in_flight_are_capped():
+    from nccl_doctor.server.middleware import InFlightLimit
+
+    release = asyncio.Event()
+
+    async def slow_app(scope, receive, send):
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    app = InFlightLimit(slow_app, limit=2)
+
+    async def go():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            first = [asyncio.create_task(http.get("/")) for _ in range(2)]
+            await asyncio.sleep(0.05)
+            refused = await http.get("/")
+            release.set()
+            return refused, await asyncio.gather(*first)
+    refused, served = asyncio.run(go())
+    assert refused.status_code == 503 and "maximum of 2 requests" in refused.json()["error"]
+    assert refused.headers["retry-after"] and [r.status_code for r in served] == [200, 200]
