@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +165,14 @@ def test_bad_arguments_are_one_line(args, words):
                           timeout=60)
     assert done.returncode == 2 and words in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_readme_example_runs_seed_000_to_its_plan():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "start_consultation" in b)
+    code = block.replace('StdioServerParameters(command="diagnose", args=["mcp"])',
+                         f'StdioServerParameters(command={sys.executable!r}, args=["-m", "nccl_doctor.cli", "mcp"])')
+    assert code != block, "the README example no longer launches `diagnose mcp`"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("efa_security_group") and "security-group rules" in done.stdout
