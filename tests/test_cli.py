@@ -53,6 +53,12 @@ def test_empty_diagnosis_still_exits_zero():
         (["--fact", "no_such_fact=1"], "unknown fact 'no_such_fact'"),
         (["--fact", "multi_node=perhaps"], "expected yes/no"),
         (["--probe", "--no-probes"], "contradict"),
+        (["--probe", "nosuchprobe"], "unknown probe 'nosuchprobe'"),
+        (["--probe-deadline", "nan", "--probe", "host.env"], "above 0 and at most 3600"),
+        (["--probe-deadline", "inf", "--probe", "host.env"], "above 0 and at most 3600"),
+        (["--probe-deadline", "-1", "--probe", "host.env"], "above 0 and at most 3600"),
+        (["--probe-deadline", "0", "--probe", "host.env"], "above 0 and at most 3600"),
+        (["--probe-deadline", "soon", "--probe", "host.env"], "above 0 and at most 3600"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(args, message):
@@ -148,3 +154,45 @@ def test_readme_first_command_gives_ranked_causes_and_a_plan():
     assert len(out["diagnoses"]) >= 3
     assert out["plan"]["steps"] and out["plan"]["steps"][0]["steps"]
     assert out["questions"], "with so little known the engine should have questions to ask"
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"facts": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+    ('{"facts": {"a": ' + '{"value": ' * 5_000 + "1" + "}" * 5_000 + "}}", "nested too deeply"),
+    ('{"facts": {"multi_node": true}, "findings": 5}', "findings must be a list of sentences"),
+    ('{"results": [{"name": "host.shm", "findings": 5}]}', "results[0].findings must be a list"),
+    ('{"results": [{"name": "host.shm", "seconds": [1]}]}', "results[0].seconds must be a number"),
+    ('{"results": [{"name": "host.shm", "detail": {}}]}', "results[0].detail must be a string"),
+    ('{"results": [{"name": 7}]}', 'must be an object with a "name"'),
+    ('{"facts": {"probe_shm_size_mb": 1e999}}', "must be a finite number"),
+    ('{"facts": {}, "status": []}', '"status" must be a string'),
+    ("\xff\xfe not text", "not UTF-8"),
+], ids=["deep-list", "deep-object", "findings-5", "result-findings-5", "seconds-list", "detail-object",
+        "name-number", "infinite", "status-list", "not-utf8"])
+def test_bad_probe_report_is_one_line_and_exit_2(tmp_path, content, message):
+    report = tmp_path / "report.json"
+    report.write_bytes(content.encode("latin-1") if content.startswith("\xff") else content.encode())
+    done = run("--facts", str(report), "--json")
+    err = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(err) == 1 and message in err[0], err
+
+
+def test_broken_kb_hint_names_the_folder_to_lint(tmp_path):
+    (tmp_path / "broken.yaml").write_text("causes: [unclosed\n")
+    done = run("--kb", str(tmp_path), "--symptom", "hang")
+    err = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(err) == 1, err
+    assert f"diagnose kb lint --kb {tmp_path}" in err[0]
+    lint = run("kb", "lint", "--kb", str(tmp_path))
+    assert lint.returncode != 0  # the command the hint names does find the problem
+
+
+def test_markdown_report_is_redacted_by_default():
+    said = "training hangs at init; master on gpu-node-07 (10.1.2.3)"
+    done = run("--symptom", said, "--markdown")
+    assert done.returncode == 0, done.stderr.decode()
+    text = done.stdout.decode()
+    assert text.startswith("# nccl-doctor report") and "## Fix plan" in text
+    assert "gpu-node-07" not in text and "10.1.2.3" not in text and "were redacted" in text
+    plain = run("--symptom", said, "--markdown", "--no-redact").stdout.decode()
+    assert "gpu-node-07" in plain and "10.1.2.3" in plain

@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import signal
 import sys
 from typing import Any, NoReturn
 
-from .errors import UsageError
+from .errors import DoctorError, UsageError
 
 __all__ = ["main"]
 
 USAGE = """\
 diagnose --symptom TEXT [--log PATH|DIR|GLOB|- ...] [--fact NAME=VALUE ...] [--facts REPORT.json]
-                [--probe [NAME ...]] [--no-probes] [--json] [--no-input] [--markdown [--redact]]
+                [--probe [NAME ...]] [--no-probes] [--json] [--no-input] [--markdown|--json] [--redact|--no-redact]
 diagnose tui [--symptom TEXT] [--log PATH ...]
 diagnose kb lint|stats|schema [--kb DIR]
 diagnose probes
@@ -34,6 +36,29 @@ def _fail(message: str) -> int:
     return 2
 
 
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP: unwinds like Ctrl-C so every ``finally`` runs (probe groups are killed),
+    but is not caught where Ctrl-C is (Ctrl-C during probes keeps what finished; this stops)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated(signum)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 3600:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0 and at most 3600, got {text!r}")
+    return value
+
+
 # --------------------------------------------------------------------------------- one-shot
 def _one_shot_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="diagnose", usage=USAGE, description="Why does distributed training hang, time out or crash?")
@@ -48,10 +73,13 @@ def _one_shot_parser() -> argparse.ArgumentParser:
     parser.add_argument("--probe", nargs="*", default=None, metavar="NAME",
                         help="run host probes (all, or the named ones) and use their findings")
     parser.add_argument("--no-probes", action="store_true", help="never run probes (the default)")
-    parser.add_argument("--probe-deadline", type=float, default=5.0, metavar="SECONDS")
+    parser.add_argument("--probe-deadline", type=_seconds, default=5.0, metavar="SECONDS",
+                        help="the least time each probe is given (default 5)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown report")
-    parser.add_argument("--redact", action="store_true", help="hide host names, addresses and tokens (--markdown)")
+    parser.add_argument("--redact", action=argparse.BooleanOptionalAction, default=None,
+                        help="hide host names, addresses, user names and secrets (default: on for --markdown, "
+                             "off for --json)")
     parser.add_argument("--no-input", action="store_true", help="never ask questions")
     parser.add_argument("--kb", metavar="DIR", help="use another knowledge-base folder")
     parser.add_argument("--version", action="store_true", help="print the version")
@@ -127,7 +155,10 @@ def _run_probes(session: Any, names: list[str], deadline: float, quiet: bool) ->
         if not quiet:
             print(f"  probe {result.name}: {result.status}", file=sys.stderr)
 
-    results = run_probes(names or None, deadline=deadline, on_result=progress)
+    try:
+        results = run_probes(names or None, deadline=deadline, on_result=progress)
+    except DoctorError as exc:  # an unknown probe name
+        raise UsageError(f"--probe: {exc}") from None
     apply_results(session, results)
     return [r.to_dict() for r in results]
 
@@ -141,9 +172,10 @@ def _load_reports(session: Any, paths: list[str]) -> None:
         raise UsageError(f"probe reports cannot be read: {exc}") from None
     for path in paths:
         try:
-            apply_results(session, load_report(path))
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"--facts {path}: {exc}") from None
+            results = load_report(path)
+        except DoctorError as exc:  # the message names the file
+            raise UsageError(f"--facts: {exc}") from None
+        apply_results(session, results)
 
 
 def _ask(session: Any, limit: int = 8) -> None:
@@ -251,9 +283,9 @@ def _one_shot(argv: list[str]) -> int:
         json.dump(report, sys.stdout, ensure_ascii=False, indent=1, default=str)
         sys.stdout.write("\n")
     elif opts.markdown:
-        from .report import markdown_report
+        from .report import session_markdown
 
-        print(markdown_report(session, redact=opts.redact))
+        print(session_markdown(session, redact=opts.redact is not False), end="")
     else:
         _print_text(report, hang_lines if not interactive else [], probes if not interactive else [])
     return 0
@@ -261,12 +293,20 @@ def _one_shot(argv: list[str]) -> int:
 
 def _doctor(kb_dir: str | None):
     from . import KBError, load_doctor
-    from .engine.compiled import CompileError
 
     try:
         return load_doctor(kb_dir)
-    except (KBError, CompileError) as exc:
-        raise UsageError(f"the knowledge base cannot be used ({exc.__class__.__name__}); run `diagnose kb lint` for details") from None
+    except KBError as exc:
+        raise UsageError(f"the knowledge base cannot be used ({exc.__class__.__name__}); "
+                         f"run `{_lint_command(kb_dir)}` for details") from None
+
+
+def _lint_command(kb_dir: str | None) -> str:
+    """The lint command for the KB folder this run used (``--kb`` or ``$NCCL_DOCTOR_KB``)."""
+    import shlex
+
+    folder = kb_dir or os.environ.get("NCCL_DOCTOR_KB")
+    return "diagnose kb lint" + (f" --kb {shlex.quote(folder)}" if folder else "")
 
 
 # ---------------------------------------------------------------------------------- kb tools
@@ -366,18 +406,31 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if argv[0] in COMMANDS:
             return COMMANDS[argv[0]](argv[1:])
+        _stop_on_termination()
         return _one_shot(argv)
-    except UsageError as exc:
-        return _fail(str(exc))
+    except DoctorError as exc:
+        return _fail((str(exc).strip().splitlines() or [type(exc).__name__])[0])
     except KeyboardInterrupt:
         print("diagnose: interrupted", file=sys.stderr)
         return 130
+    except _Terminated as exc:
+        print(f"diagnose: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
+        return 128 + exc.signum
     except BrokenPipeError:
         try:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush
         except OSError:
             pass
         return 0
+
+
+def _stop_on_termination() -> None:
+    """SIGTERM and SIGHUP stop the one-shot the way Ctrl-C does: children are killed on the way out."""
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, _raise_terminated)
 
 
 def run() -> None:
