@@ -196,3 +196,42 @@ def test_markdown_report_is_redacted_by_default():
     assert "gpu-node-07" not in text and "10.1.2.3" not in text and "were redacted" in text
     plain = run("--symptom", said, "--markdown", "--no-redact").stdout.decode()
     assert "gpu-node-07" in plain and "10.1.2.3" in plain
+
+
+def _two_host_logs(tmp_path):
+    for rank, host in ((0, "titan"), (1, "titan"), (3, "atlas")):
+        (tmp_path / f"rank{rank}.log").write_text(
+            f"{host}:10{rank}:10{rank} [{rank}] NCCL INFO comm 0x55 rank {rank} nranks 4 cudaDev {rank} busId 3000 "
+            "commId 0xabc - Init COMPLETE\n"
+            f"[rank{rank}]:[E1121 10:00:00.000000 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, Timeout(ms)=600000) "
+            "ran for 600012 milliseconds before timing out.\n")
+    (tmp_path / "rank2.log").write_text(
+        "atlas:102:102 [2] NCCL INFO comm 0x55 rank 2 nranks 4 cudaDev 2 busId 3000 commId 0xabc - Init COMPLETE\n"
+        "[rank2]: epoch 3 step 100 loss 0.5\n")
+
+
+def test_json_redact_hides_the_hang_host_list(tmp_path):
+    _two_host_logs(tmp_path)
+    plain = as_json(run("--log", str(tmp_path), "--json"))
+    assert set(plain["hang"]["hosts"]) == {"titan", "atlas"} and "redacted" not in plain
+    done = run("--log", str(tmp_path), "--json", "--redact")
+    text = done.stdout.decode()
+    assert "titan" not in text and "atlas" not in text, text
+    hidden = json.loads(text)
+    assert hidden["redacted"] is True and len(hidden["hang"]["hosts"]) == 2
+    assert hidden["hang"]["waiting_ranks"] == [0, 1, 3]  # only names are hidden
+
+
+def test_text_output_and_markdown_share_what_they_show(tmp_path):
+    _two_host_logs(tmp_path)
+    args = ("--log", str(tmp_path), "--symptom", "all_reduce times out on 2 nodes")
+    text = run(*args, "--no-input").stdout.decode()
+    markdown = run(*args, "--markdown", "--no-redact").stdout.decode()
+    assert "\x1b[" not in text
+    for section in ("Hang analysis", "Diagnoses", "Fix plan"):
+        assert section in text and f"## {section}" in markdown
+    first_step = next(line for line in markdown.splitlines() if line.startswith("### 1. "))
+    assert first_step[4:] in text  # the same first cause, drawn from the same blocks
+    redacted = run(*args, "--no-input", "--redact").stdout.decode()
+    assert "atlas" in text and "atlas" not in redacted

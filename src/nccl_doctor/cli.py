@@ -206,42 +206,19 @@ def _ask(session: Any, limit: int = 8) -> None:
             session.dont_know(question.id)
 
 
-def _print_text(report: dict[str, Any], hang_lines: list[str], probes: list[dict]) -> None:
-    for probe in probes:
-        for finding in probe.get("findings", []):
-            print(f"probe {probe['name']}: {finding}")
-    if hang_lines:
-        print("Hang analysis:")
-        for line in hang_lines:
-            print(f"  {line}")
-        print()
-    diagnoses = report["diagnoses"]
-    if not diagnoses:
-        print("No cause raised yet. Describe what happened (--symptom), add logs (--log), or state facts (--fact).")
-    for rank, diagnosis in enumerate(diagnoses[:5], start=1):
-        print(f"{rank}. {diagnosis['title']}  [{diagnosis['confidence']:.2f}, {diagnosis['area']}]")
-        print(f"   {diagnosis['explanation'].strip().splitlines()[0] if diagnosis['explanation'] else ''}")
-        for item in diagnosis["evidence"][:3]:
-            sign = "+" if item["strength"] > 0 else "-"
-            facts = ", ".join(f"{k}={v['value']} ({v['source']})" for k, v in item["facts"].items())
-            print(f"   {sign} {item['description'] or item['rule']}" + (f": {facts}" if facts else ""))
-    plan = report["plan"]
-    if plan["steps"]:
-        print("\nFix plan")
-        for step in plan["steps"]:
-            print(f"{step['number']:>2}. [{step['kind']}] {step['title']}")
-            exports = [f"{key}={value}" for key, value in step["env"].items()]
-            for label, lines in (("- ", step["steps"]), ("$ ", step["commands"]), ("export ", exports),
-                                 ("verify: ", step["verify"]), ("note: ", step["caveats"]),
-                                 ("if not fixed: ", step["if_not_fixed"])):
-                for line in lines:
-                    print(f"      {label}{line}")
-    if plan.get("note"):
-        print(f"\n{plan['note']}")
-    if report["questions"]:
-        print("\nAnswering these would narrow it down (diagnose --fact NAME=VALUE):")
-        for question in report["questions"]:
-            print(f"  - {question['text']}  ({question['id']})")
+EMPTY_HINT = "No cause raised yet. Describe what happened (--symptom), add logs (--log), or state facts (--fact)."
+
+
+def _print_text(session: Any, hang: dict | None, hang_lines: list[str], probes: list[dict], redact: bool) -> None:
+    """The one-shot's terminal view: the same blocks as the Markdown report, in brief."""
+    from .document import map_text
+    from .report import session_blocks, session_redactor
+    from .terminal import print_blocks
+
+    blocks = session_blocks(session, hang_lines=hang_lines, probes=probes, brief=True, empty_hint=EMPTY_HINT)
+    if redact:
+        blocks = map_text(blocks, session_redactor(session, hang, hang_lines, probes))
+    print_blocks(blocks)
 
 
 def _one_shot(argv: list[str]) -> int:
@@ -271,23 +248,23 @@ def _one_shot(argv: list[str]) -> int:
         probes = _run_probes(session, opts.probe, opts.probe_deadline, quiet=opts.json)
     interactive = not (opts.json or opts.markdown or opts.no_input) and sys.stdin.isatty() and sys.stdout.isatty()
     if interactive:
-        _print_text(session.report(), hang_lines, probes)
+        _print_text(session, hang, hang_lines, probes, redact=bool(opts.redact))
         _ask(session)
         print("\n" + "=" * 72)
-    report = session.report()
-    if hang is not None:
-        report["hang"] = hang
-    if probes:
-        report["probes"] = probes
     if opts.json:
-        json.dump(report, sys.stdout, ensure_ascii=False, indent=1, default=str)
+        from .report import report_data
+
+        data = report_data(session, hang=hang, probes=probes, redact=bool(opts.redact))
+        json.dump(data, sys.stdout, ensure_ascii=False, indent=1, default=str)
         sys.stdout.write("\n")
     elif opts.markdown:
         from .report import session_markdown
 
-        print(session_markdown(session, redact=opts.redact is not False), end="")
+        print(session_markdown(session, redact=opts.redact is not False, hang_lines=hang_lines, probes=probes,
+                               hang=hang), end="")
     else:
-        _print_text(report, hang_lines if not interactive else [], probes if not interactive else [])
+        _print_text(session, hang, [] if interactive else hang_lines, [] if interactive else probes,
+                    redact=bool(opts.redact))
     return 0
 
 
