@@ -18,6 +18,7 @@ searched for one by one.
 from __future__ import annotations
 
 import bisect
+import functools
 import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -71,12 +72,16 @@ _HOME = re.compile(r"(?<![\w.~-])(/home/|/Users/|/export/home/|/usr/home/|/data/
 _TILDE_USER = re.compile(r"(?<![\w~])~([a-z_][a-z0-9_.-]{0,31})(?=/)")
 _NODE_LIST = re.compile(r"(?<![\w.-])([A-Za-z][A-Za-z0-9_-]{0,40})\[(\d{1,6}(?:-\d{1,6})?(?:,\d{1,6}(?:-\d{1,6})?){0,64})\]"
                         r"(?![\w\[])")
+_NODE_LIST_HINT = re.compile(r"\[\d{1,6}[-,]")
 _GENERIC_USERS = {"root", "ubuntu", "user", "users", "admin", "ec2-user", "centos", "debian", "azureuser",
                   "jovyan", "runner", "nobody", "shared", "public", "linuxbrew", "opc", "cloud-user"}
 
 # ------------------------------------------------------------------------ learned names
 _IPV4 = re.compile(r"(?<![\w.])(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})(?:\.\d{1,5})?(?!\.?\w)")
-_IPV6 = re.compile(r"(?<![\w.])([0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.\d{1,3}){0,3})(?![\w:.])")
+# runs of word characters with a colon in them, starting where the run starts (an IPv6 address
+# is looked for inside by _ipv6_in, which is cheap: a run longer than an address is skipped)
+_IPV6_CHARS = re.compile(r"[0-9A-Fa-f:.]{2,45}")
+_COLON_RUN = re.compile(r"(?<![\w.:%])[\w.%]*:[\w.:%]*")
 _HOST_PREFIX = re.compile(
     r"^[ \t]{0,8}(?:\[[^\]\n]{0,40}\]:?[ \t]{0,4}){0,4}([A-Za-z][A-Za-z0-9_.-]{1,62}):\d{1,10}:\d{1,10}[ \t]{1,4}\[\d{1,4}\]",
     re.M)
@@ -87,15 +92,18 @@ _FQDN = re.compile(
     r"(?<![\w.-])((?:[A-Za-z0-9][A-Za-z0-9-]{0,62}\.){1,8}"
     r"(?:internal|local|lan|corp|intra|intranet|cluster|compute|localdomain|home|com|net|org|io|ai|cloud|edu|gov))"
     r"(?![\w-]|\.\w)")
-_HOST_SETTINGS = [  # (keywords one of which must be in the lower-cased text, pattern)
-    (("master_", "host", "node", "nccl_comm_id"), re.compile(r"(?i)(?<![\w-])(?:MASTER_ADDR|MASTER_HOST|HOSTNAME|HOST|NODE_NAME|SLURMD_NODENAME|SLURM_NODELIST"
+# Each (hint, pattern): the hint, searched in the lower-cased text first, is cheap (it starts with
+# a literal) and the pattern runs only where it is found.
+_FQDN_HINT = re.compile(r"\.(?:internal|local|lan|corp|intra|cluster|compute|home|com|net|org|io|ai|cloud|edu|gov)\b")
+_HOST_SETTINGS = [
+    (re.compile(r"(?:addr|host|name|nodelist|comm_id)[\"']?\s{0,3}[=:]"), re.compile(r"(?i)(?<![\w-])(?:MASTER_ADDR|MASTER_HOST|HOSTNAME|HOST|NODE_NAME|SLURMD_NODENAME|SLURM_NODELIST"
                r"|SLURM_JOB_NODELIST|NCCL_COMM_ID|PET_MASTER_ADDR)[\"']?\s{0,3}[=:]\s{0,3}[\"']?"
                r"([A-Za-z][A-Za-z0-9_.-]{1,62})")),
-    (("--",), re.compile(r"(?i)(?<![\w-])--(?:master[_-]addr|rdzv[_-]endpoint|host(?:s|file)?|nodelist|w)[= ]{1,3}[\"']?"
+    (re.compile(r"--(?:master|rdzv|host|nodelist|w\b)"), re.compile(r"(?i)(?<![\w-])--(?:master[_-]addr|rdzv[_-]endpoint|host(?:s|file)?|nodelist|w)[= ]{1,3}[\"']?"
                r"([A-Za-z][A-Za-z0-9_.-]{1,62})")),
-    (("host",), re.compile(r"(?i)(?<![\w-])(?:hostname|host name|on host|from host|host)\s{0,3}[=:]?\s{0,3}'?"
+    (re.compile(r"host"), re.compile(r"(?i)(?<![\w-])(?:hostname|host name|on host|from host|host)\s{0,3}[=:]?\s{0,3}'?"
                r"([A-Za-z][A-Za-z0-9-]{0,40}\d[A-Za-z0-9-]{0,20})(?![\w-])")),
-    (("ssh", "scp", "rsync", "pdsh", "mosh"), re.compile(r"(?i)(?<![\w-])(?:ssh|scp|rsync|pdsh|mosh)\s{1,5}(?:-\S{1,20}(?:\s{1,5}[^\s-]\S{0,40})?\s{1,5}){0,6}"
+    (re.compile(r"ssh|scp|rsync|pdsh|mosh"), re.compile(r"(?i)(?<![\w-])(?:ssh|scp|rsync|pdsh|mosh)\s{1,5}(?:-\S{1,20}(?:\s{1,5}[^\s-]\S{0,40})?\s{1,5}){0,6}"
                r"(?:[\w.-]{1,32}@)?"
                r"([A-Za-z][A-Za-z0-9_.-]{1,62})")),
 ]
@@ -125,6 +133,9 @@ _NOT_HOSTS = {
     "is", "was", "are", "be", "for", "of", "as", "by", "keys", "key", "agent", "config", "access", "connection",
 }
 _DEVICE_LIKE = re.compile(r"(?i)(?:gpu|cuda|cpu|mlx\d{0,2}_?|eth|ib|ens|enp|eno|bond|lo|hca|nic|dev|device|rank)\d{0,4}")
+_ENV_NAME = re.compile(r"[A-Z0-9_]*_[A-Z0-9_]*")
+_HOST_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_DOTTED_QUAD = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
 _LOOPBACK_V4 = re.compile(r"127\.\d{1,3}\.\d{1,3}\.\d{1,3}")
 _NOT_ADDRESSES = {"0.0.0.0", "255.255.255.255", "::", "::1"}
 _HOST_KEY = re.compile(r"(?i)host|(?:^|_)(?:ip|addr|address|nodelist|node_?name|nodes)$|master_?addr")
@@ -134,9 +145,9 @@ _SECRET_HIT = re.compile(r"token|secret|passw|pwd|passphrase|key|credential")  #
 _HOME_MARKS = ("home", "Users")
 _DOTTED_PREFIX = re.compile(r"(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})\.\d")
 _MAX_TRIE_NAMES = 5_000
-# one pass over candidate tokens: an IPv6 address, else a run of host-name characters
-_LEARNED_RUN = re.compile(r"(?<![\w.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.\d{1,3}){0,3}(?![\w:.])"
-                          r"|[A-Za-z0-9][A-Za-z0-9_.-]{0,253}(?<![.-])")
+# one pass over candidate tokens (past _MAX_TRIE_NAMES names): a run with a colon, else a run of
+# host-name characters
+_LEARNED_RUN = re.compile(r"(?<![\w.:%])[\w.%]*:[\w.:%]*|[A-Za-z0-9][A-Za-z0-9_.-]{0,253}(?<![.-])")
 
 
 def is_host_key(name: str) -> bool:
@@ -153,6 +164,7 @@ class Redactor:
         self._names: dict[str, str] = {}    # lower-cased learned name -> its kind (host, ip, user)
         self._holders: dict[str, str] = {}  # kind + value -> placeholder
         self._counts: dict[str, int] = {}
+        self._rejected: set[tuple[str, bool | None]] = set()  # candidates already judged
         self._pattern: re.Pattern[str] | None = None
         self._pattern_size = 0
         for host in hosts:
@@ -166,8 +178,8 @@ class Redactor:
         low = text.lower()  # for the cheap checks that skip patterns whose keywords are absent
         for match in _HOST_PREFIX.finditer(text):
             self._add_host(match.group(1).rstrip("."))
-        for keywords, pattern in _HOST_SETTINGS:
-            if _any(low, keywords):
+        for hint, pattern in _HOST_SETTINGS:
+            if hint.search(low):
                 for match in pattern.finditer(text):
                     self._add_host(match.group(1).rstrip("."))
         if "ip-" in text:
@@ -177,7 +189,7 @@ class Redactor:
         for match in _NAMED_HOST.finditer(text):
             if _NAMED_HOST_SHAPE.fullmatch(match.group(1)):
                 self._add_host(match.group(1))
-        if "." in text:
+        if _FQDN_HINT.search(low):
             for match in _FQDN.finditer(text):
                 if _looks_like_host(match.group(1)):
                     self._add_host(match.group(1))
@@ -185,7 +197,7 @@ class Redactor:
             for match in _ROLE_HOSTS.finditer(text):
                 for name in _ROLE_SPLIT.split(match.group(1)):
                     self._add_host(name.strip())
-        if "[" in text:
+        if _NODE_LIST_HINT.search(text):
             for match in _NODE_LIST.finditer(text):
                 if _is_node_list(match):
                     for name in _expand_node_list(match.group(1), match.group(2)):
@@ -193,9 +205,11 @@ class Redactor:
         if "." in text:
             for match in _IPV4.finditer(text):
                 self._add_address(match.group(1))
-        if "::" in text or text.count(":") >= 7:
-            for match in _IPV6.finditer(text):
-                self._add_address(match.group(1))
+        if ":" in text:
+            for match in _COLON_RUN.finditer(text):
+                found = _ipv6_in(match.group(0))
+                if found:
+                    self._add_address(found[2])
         if _any(text, _HOME_MARKS):
             for match in _HOME.finditer(text):
                 self._add_user(match.group(2))
@@ -239,14 +253,20 @@ class Redactor:
         name such as gpu03 is taken even though it looks like a device."""
         name = name.strip().rstrip(".")
         lower = name.lower()
+        if lower in self._names or (lower, named) in self._rejected:
+            return
+        self._rejected.add((lower, named))  # until shown otherwise below; each name is judged once
         if (3 <= len(name) <= 253 and lower not in _NOT_HOSTS and not _is_address_like(name)
                 and (named or not _DEVICE_LIKE.fullmatch(name))
-                and not re.fullmatch(r"[A-Z0-9_]*_[A-Z0-9_]*", name)  # MASTER_PORT is not a host
-                and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name)):
+                and not _ENV_NAME.fullmatch(name)  # MASTER_PORT is not a host
+                and _HOST_CHARS.fullmatch(name)):
             self._names.setdefault(lower, "host")
 
     def _add_address(self, value: str) -> None:
         value = value.split("%")[0]
+        if value.lower() in self._names or (value, None) in self._rejected:
+            return
+        self._rejected.add((value, None))
         if value in _NOT_ADDRESSES or _LOOPBACK_V4.fullmatch(value) or not _is_address_like(value):
             return
         self._names[value.lower()] = "ip"
@@ -289,7 +309,7 @@ class Redactor:
             text = _HOME.sub(lambda m: m.group(1) + "<user>", text)
         if "~" in text:
             text = _TILDE_USER.sub("~<user>", text)
-        if "[" in text:
+        if _NODE_LIST_HINT.search(text):
             text = _NODE_LIST.sub(self._node_list, text)
         if self._names:
             text = self._learned_pattern().sub(self._learned, text)
@@ -314,6 +334,11 @@ class Redactor:
         start, text = match.start(), match.string
         if start and text[start - 1] == "<" and text[match.end():match.end() + 1] == ">":
             return token  # a placeholder already
+        if ":" in token and match.re is _LEARNED_RUN:
+            found = _ipv6_in(token)
+            if found and self._names.get(found[2].lower()) == "ip":
+                return token[:found[0]] + self.placeholder("ip", found[2]) + token[found[1]:]
+            return token
         kind = self._names.get(token.lower())
         if kind is not None:
             return self.placeholder(kind, token)
@@ -384,15 +409,21 @@ def _hide_private_keys(text: str) -> str:
     return "".join(out) + text[last:]
 
 
+_MAX_LINES_ONE_BY_ONE = 64
+
+
 def _on_lines_with(text: str, low: str, keyword: re.Pattern[str], fn: Callable[[str], str]) -> str:
     """``fn`` applied to each line of ``text`` where ``keyword`` occurs in ``low`` (its lower-cased
     copy); other lines are left alone. Each line is looked at once, so this stays linear."""
     if len(low) != len(text):  # lower-casing changed a length (rare Unicode): fall back to all of it
         return fn(text)
     out, last = [], 0
-    for hit in keyword.finditer(low):
+    for lines, hit in enumerate(keyword.finditer(low)):
         if hit.start() < last:
             continue
+        if lines >= _MAX_LINES_ONE_BY_ONE:  # the keyword is everywhere: the rest in one go
+            out += [fn(text[last:])]
+            return "".join(out)
         start = text.rfind("\n", last, hit.start()) + 1 or last
         start = max(start, last)
         end = text.find("\n", hit.end())
@@ -481,9 +512,27 @@ def _looks_like_host(name: str) -> bool:
     return len(labels) >= 3 and any(ch.isdigit() for ch in labels[0])
 
 
+@functools.lru_cache(maxsize=4096)  # logs repeat the same few runs on every line
+def _ipv6_in(run: str) -> tuple[int, int, str] | None:
+    """(start, end, address) of the IPv6 address in a run such as ``ib0:fe80::1%ib0``, if any."""
+    if len(run) > 100 or ("::" not in run and run.count(":") < 7):
+        return None
+    end = run.find("%")
+    end = len(run) if end < 0 else end
+    start = 0
+    while start < end:
+        candidate = run[start:end]
+        if candidate.count(":") >= 2 and _IPV6_CHARS.fullmatch(candidate) and _is_address_like(candidate):
+            return start, end, candidate
+        start = run.find(":", start, end) + 1
+        if start <= 0:
+            return None
+    return None
+
+
 def _is_address_like(text: str) -> bool:
     """An IP address, or four dotted numbers that only look like one (``10.0.0.300``)."""
-    if re.fullmatch(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}", text):
+    if _DOTTED_QUAD.fullmatch(text):
         return True
     if ":" not in text or len(text) > 64:
         return False
