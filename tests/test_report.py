@@ -5,7 +5,8 @@ import io
 import json
 
 from nccl_doctor.document import Code, Heading, plain_text, to_markdown
-from nccl_doctor.report import report_data, save_report, session_blocks, session_json, session_markdown
+from nccl_doctor.contract import report_data
+from nccl_doctor.report import save_report, session_blocks, session_json, session_markdown
 from nccl_doctor.terminal import print_blocks
 
 LOG = """\

@@ -212,7 +212,8 @@ EMPTY_HINT = "No cause raised yet. Describe what happened (--symptom), add logs 
 def _print_text(session: Any, hang: dict | None, hang_lines: list[str], probes: list[dict], redact: bool) -> None:
     """The one-shot's terminal view: the same blocks as the Markdown report, in brief."""
     from .document import map_text
-    from .report import session_blocks, session_redactor
+    from .redaction import session_redactor
+    from .report import session_blocks
     from .terminal import print_blocks
 
     blocks = session_blocks(session, hang_lines=hang_lines, probes=probes, brief=True, empty_hint=EMPTY_HINT)
@@ -252,7 +253,7 @@ def _one_shot(argv: list[str]) -> int:
         _ask(session)
         print("\n" + "=" * 72)
     if opts.json:
-        from .report import report_data
+        from .contract import report_data
 
         data = report_data(session, hang=hang, probes=probes, redact=bool(opts.redact))
         json.dump(data, sys.stdout, ensure_ascii=False, indent=1, default=str)

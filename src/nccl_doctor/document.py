@@ -1,4 +1,4 @@
-"""A report as a few kinds of blocks, written out as Markdown here or drawn on a terminal by
+"""A report as a few kinds of blocks (named tuples: cheap to define at start-up), written out as Markdown here or drawn on a terminal by
 :mod:`.terminal`: what a diagnosis or a plan shows is decided once (in :mod:`.report`), and
 each output only decides how it looks.
 
@@ -8,14 +8,13 @@ string where no markup is needed.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = ["Span", "Inline", "Heading", "Paragraph", "Quote", "ItemList", "Code", "Table", "Block",
            "bold", "em", "code", "to_markdown", "plain_text", "map_text"]
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     text: str
     style: str = ""  # "" | "bold" | "em" | "code"
 
@@ -35,37 +34,31 @@ def code(text: str) -> Span:
     return Span(text, "code")
 
 
-@dataclass(frozen=True)
-class Heading:
+class Heading(NamedTuple):
     level: int  # 1 is the document's title
     text: Inline
 
 
-@dataclass(frozen=True)
-class Paragraph:
+class Paragraph(NamedTuple):
     text: Inline
     role: str = ""  # a hint for the terminal: "" | "muted" | "good" | "bad"
 
 
-@dataclass(frozen=True)
-class Quote:
+class Quote(NamedTuple):
     text: Inline
 
 
-@dataclass(frozen=True)
-class ItemList:
+class ItemList(NamedTuple):
     items: Sequence[Inline]
     numbered: bool = False
-    depths: Sequence[int] = field(default_factory=tuple)  # nesting of each item (0 when empty)
+    depths: Sequence[int] = ()  # nesting of each item (all 0 when empty)
 
 
-@dataclass(frozen=True)
-class Code:
+class Code(NamedTuple):
     lines: Sequence[str]
 
 
-@dataclass(frozen=True)
-class Table:
+class Table(NamedTuple):
     header: Sequence[str]
     rows: Sequence[Sequence[Inline]]
 
@@ -131,8 +124,7 @@ def map_text(blocks: Iterable[Block], fn: Callable[[str], str]) -> list[Block]:
     out: list[Block] = []
     for block in blocks:
         if isinstance(block, (Heading, Paragraph, Quote)):
-            out.append(type(block)(*(span(block.text) if name == "text" else getattr(block, name)
-                                     for name in block.__dataclass_fields__)))
+            out.append(block._replace(text=span(block.text)))
         elif isinstance(block, ItemList):
             out.append(ItemList([span(item) for item in block.items], block.numbered, block.depths))
         elif isinstance(block, Code):

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["Redactor", "redact", "is_host_key"]
+__all__ = ["Redactor", "redact", "is_host_key", "session_redactor", "NOTE"]
 
 NOTE = "*Host names, IP addresses, user names and secrets were redacted.*"
 
@@ -359,6 +359,33 @@ class Redactor:
         if isinstance(value, (list, tuple)):
             return [self.data(v) for v in value]
         return value
+
+
+def session_redactor(session: Any, *extra: Any) -> Redactor:
+    """A :class:`Redactor` that has learned what the user gave a session (descriptions, log names
+    and lines, fact values and sources) and from ``extra`` JSON-like data (a hang report, probe
+    results)."""
+    redactor = Redactor()
+    for text in session.texts:
+        redactor.learn(text)
+    for log in session.logs:
+        redactor.learn(log.name)
+        for info in log.hits.values():
+            redactor.learn(str(info.get("line", "")))
+            for value in (info.get("captures") or {}).values():
+                redactor.learn(str(value))
+    for name, record in session.facts().items():
+        if record.source.kind == "rule":
+            continue
+        redactor.learn(record.source.detail)
+        if isinstance(record.value, str):
+            redactor.learn(record.value)
+            if is_host_key(name):
+                redactor.add_name(record.value)
+    for data in extra:
+        if data is not None:
+            redactor.learn_data(data)
+    return redactor
 
 
 def redact(text: str, *, hosts: Iterable[str] = ()) -> str:

@@ -2,8 +2,8 @@
 whole session (:mod:`.document`), written out as Markdown to paste into an issue or a ticket,
 drawn on a terminal by the one-shot (:mod:`.terminal`), or given as JSON.
 
-Front ends call :func:`session_markdown`, :func:`session_json`, :func:`report_data`,
-:func:`save_report` or :func:`session_blocks`; :func:`plan_markdown`, :func:`how_markdown` and
+Front ends call :func:`session_markdown`, :func:`session_json`, :func:`save_report` or
+:func:`session_blocks` (the JSON itself is assembled in :mod:`.contract`); :func:`plan_markdown`, :func:`how_markdown` and
 :func:`why_markdown` render the pieces on their own (the TUI shows them). ``redact=True`` hides
 host names, addresses, user names and secrets (:mod:`.redaction`) with placeholders that stay
 the same throughout one report.
@@ -11,7 +11,7 @@ the same throughout one report.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,6 @@ from .document import (Block, Code, Heading, Inline, ItemList, Paragraph, Quote,
                        to_markdown)
 from .engine import Diagnosis, How, Plan, Session, Why
 from .engine.results import EvidenceItem
-from .redaction import NOTE, Redactor, is_host_key
 
 __all__ = [
     "format_value",
@@ -32,9 +31,7 @@ __all__ = [
     "diagnoses_markdown",
     "session_markdown",
     "session_json",
-    "report_data",
     "save_report",
-    "session_redactor",
 ]
 
 MAX_TEXT_IN_REPORT = 4_000
@@ -267,32 +264,6 @@ def session_blocks(session: Session, *, hang_lines: Sequence[str] = (), probes: 
     return out
 
 
-def session_redactor(session: Session, *extra: Any) -> Redactor:
-    """A :class:`Redactor` that has learned what the user gave this session (descriptions, log
-    names and lines, fact values and sources) and from ``extra`` JSON-like data (a hang report,
-    probe results)."""
-    redactor = Redactor()
-    for text in session.texts:
-        redactor.learn(text)
-    for log in session.logs:
-        redactor.learn(log.name)
-        for info in log.hits.values():
-            redactor.learn(str(info.get("line", "")))
-            for value in (info.get("captures") or {}).values():
-                redactor.learn(str(value))
-    for name, record in session.facts().items():
-        if record.source.kind == "rule":
-            continue
-        redactor.learn(record.source.detail)
-        if isinstance(record.value, str):
-            redactor.learn(record.value)
-            if is_host_key(name):
-                redactor.add_name(record.value)
-    for data in extra:
-        redactor.learn_data(data)
-    return redactor
-
-
 def session_markdown(session: Session, *, redact: bool = False, title: str = "nccl-doctor report",
                      hang_lines: Sequence[str] = (), probes: Sequence[Mapping[str, Any]] = (),
                      hang: Mapping[str, Any] | None = None) -> str:
@@ -300,27 +271,16 @@ def session_markdown(session: Session, *, redact: bool = False, title: str = "nc
     analysis as data) only teaches the redaction which names are hosts."""
     text = to_markdown(session_blocks(session, hang_lines=hang_lines, probes=probes, title=title)) + "\n"
     if redact:
+        from .redaction import NOTE, session_redactor
+
         text = session_redactor(session, hang, list(hang_lines), list(probes))(text) + "\n" + NOTE + "\n"
     return text
 
 
-def report_data(session: Session, *, hang: Mapping[str, Any] | None = None,
-                probes: Iterable[Mapping[str, Any]] | None = None, redact: bool = False) -> dict[str, Any]:
-    """:meth:`Session.report` with the hang analysis and probe results (the CLI's ``--json``),
-    optionally redacted (then ``"redacted": true``)."""
-    data: dict[str, Any] = session.report()
-    if hang is not None:
-        data["hang"] = dict(hang)
-    if probes:
-        data["probes"] = list(probes)
-    if redact:
-        data = session_redactor(session, data.get("hang"), data.get("probes")).data(data)
-        data["redacted"] = True
-    return data
-
-
 def session_json(session: Session, *, redact: bool = False, indent: int | None = 2) -> str:
-    """:func:`report_data` as JSON text."""
+    """:func:`~nccl_doctor.contract.report_data` as JSON text."""
+    from .contract import report_data
+
     return json.dumps(report_data(session, redact=redact), ensure_ascii=False, indent=indent, default=str) + "\n"
 
 
