@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
+import os
+import stat
 
 from ..errors import InputError
 from .results import REPORT_FORMAT, STATUSES, ProbeResult
@@ -59,11 +60,18 @@ def load_report(path: str) -> list[ProbeResult]:
 
 
 def _read_json(path: str) -> object:
-    try:
-        with Path(path).open("rb") as handle:
-            raw = handle.read(MAX_REPORT_BYTES + 1)
+    try:  # non-blocking open: a FIFO or a device must not hang us before we can refuse it
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{path} is not a regular file: not a probe report")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            raw = handle.read(MAX_REPORT_BYTES + 1)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     if len(raw) > MAX_REPORT_BYTES:
         raise InputError(f"{path} is larger than {MAX_REPORT_BYTES >> 20} MB: not a probe report")
     try:

@@ -176,6 +176,15 @@ def test_bad_probe_report_is_one_line_and_exit_2(tmp_path, content, message):
     assert done.returncode == 2 and len(err) == 1 and message in err[0], err
 
 
+def test_probe_report_that_is_a_fifo_or_a_folder_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)  # nobody writes: reading it would wait forever
+    for path, message in ((fifo, "not a regular file"), (tmp_path, "not a regular file")):
+        done = run("--facts", str(path), "--json")
+        err = done.stderr.decode().strip().splitlines()
+        assert done.returncode == 2 and len(err) == 1 and message in err[0], err
+
+
 def test_broken_kb_hint_names_the_folder_to_lint(tmp_path):
     (tmp_path / "broken.yaml").write_text("causes: [unclosed\n")
     done = run("--kb", str(tmp_path), "--symptom", "hang")
