@@ -93,6 +93,14 @@ def test_placeholders_are_stable_across_strings():
     assert r("10.1.2.4") == "<ip-2>"
 
 
+def test_json_values_under_secret_keys_are_hidden_whole():
+    data = {"env": {"WANDB_API_KEY": "0123456789abcdef", "DB_PASSWORD": "two words", "TOKENIZERS_PARALLELISM": "false",
+                    "max_tokens": "512", "NCCL_DEBUG": "INFO"}}
+    out = Redactor().data(data)["env"]
+    assert out["WANDB_API_KEY"] == out["DB_PASSWORD"] == "<secret>"
+    assert out["TOKENIZERS_PARALLELISM"] == "false" and out["max_tokens"] == "512" and out["NCCL_DEBUG"] == "INFO"
+
+
 def test_json_hosts_under_host_keys_are_learned():
     hang = {"hosts": {"titan": [0, 1], "atlas": [2, 3]}, "missing_hosts": ["atlas"],
             "first_failure": {"rank": 2, "host": "atlas", "detail": "rank 2 on atlas exited"},

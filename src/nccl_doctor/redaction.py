@@ -45,6 +45,7 @@ _KEY_VALUE = re.compile(
 _FLAG_VALUE = re.compile(
     r"(?i)(?<![\w-])(--?[A-Za-z0-9_-]{0,30}?" + _SECRET_WORD + r"[A-Za-z0-9_-]{0,30})(=|\s{1,5})"
     r"(" + _QUOTED + r"|[^\s\"';&|-][^\s\"';&|]{0,4095})")
+_SECRET_KEY = re.compile(r"(?i)" + _SECRET_WORD)
 _NOT_SECRET_KEYS = re.compile(r"(?i)tokeni[sz]|_?(?:file|path|dir|env|length|len|type|count|limit|size)$|^o?ldpwd$|^pwd$")
 _NOT_SECRET_VALUES = re.compile(r"(?i)(?:true|false|none|null|yes|no|\*+|<[^<>]{0,40}>|\$\{?[A-Za-z_]\w{0,40}\}?|\d{1,12})")
 # `mysql -pX` / `docker login -p X`: -p is a password only on these command lines
@@ -326,6 +327,13 @@ class Redactor:
             self._pattern_size = len(self._names)
         return self._pattern
 
+    def _field(self, key: Any, value: Any) -> Any:
+        """A value in a JSON object: all of it hidden under a secret's key (``"password"``)."""
+        if (isinstance(key, str) and isinstance(value, str) and _SECRET_KEY.search(key)
+                and not _NOT_SECRET_KEYS.search(key) and value and not _NOT_SECRET_VALUES.fullmatch(value)):
+            return "<secret>"
+        return self.data(value)
+
     def _node_list(self, match: re.Match[str]) -> str:
         return self.placeholder("nodes", match.group(0)) if _is_node_list(match) else match.group(0)
 
@@ -355,7 +363,7 @@ class Redactor:
         if isinstance(value, str):
             return self(value)
         if isinstance(value, Mapping):
-            return {self(k) if isinstance(k, str) else k: self.data(v) for k, v in value.items()}
+            return {self(k) if isinstance(k, str) else k: self._field(k, v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.data(v) for v in value]
         return value
