@@ -6,11 +6,13 @@ sub-commands that use them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from .errors import DoctorError, UsageError
@@ -47,6 +49,24 @@ class _Terminated(BaseException):
 
 def _raise_terminated(signum: int, frame: Any) -> None:
     raise _Terminated(signum)
+
+
+@contextlib.contextmanager
+def _terminations_unwind() -> Iterator[None]:
+    """While probes run, SIGTERM and SIGHUP unwind like Ctrl-C, so the probe groups are killed on
+    the way out and the tool says why it stopped (each probe child also kills its own group
+    when the tool dies of anything)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _raise_terminated) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _seconds(text: str) -> float:
@@ -156,7 +176,8 @@ def _run_probes(session: Any, names: list[str], deadline: float, quiet: bool) ->
             print(f"  probe {result.name}: {result.status}", file=sys.stderr)
 
     try:
-        results = run_probes(names or None, deadline=deadline, on_result=progress)
+        with _terminations_unwind():
+            results = run_probes(names or None, deadline=deadline, on_result=progress)
     except DoctorError as exc:  # an unknown probe name
         raise UsageError(f"--probe: {exc}") from None
     apply_results(session, results)
@@ -384,7 +405,6 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if argv[0] in COMMANDS:
             return COMMANDS[argv[0]](argv[1:])
-        _stop_on_termination()
         return _one_shot(argv)
     except DoctorError as exc:
         return _fail((str(exc).strip().splitlines() or [type(exc).__name__])[0])
@@ -400,15 +420,6 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass
         return 0
-
-
-def _stop_on_termination() -> None:
-    """SIGTERM and SIGHUP stop the one-shot the way Ctrl-C does: children are killed on the way out."""
-    import threading
-
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, _raise_terminated)
 
 
 def run() -> None:
