@@ -142,7 +142,7 @@ _NOT_ADDRESSES = {"0.0.0.0", "255.255.255.255", "::", "::1"}
 _HOST_KEY = re.compile(r"(?i)host|(?:^|_)(?:ip|addr|address|nodelist|node_?name|nodes)$|master_?addr")
 
 # tokens looked up among learned names
-_SECRET_HIT = re.compile(r"token|secret|passw|pwd|passphrase|key|credential")  # searched in lower-cased text
+_SECRET_HIT = re.compile(_SECRET_WORD)  # searched in the lower-cased text
 _HOME_MARKS = ("home", "Users")
 _DOTTED_PREFIX = re.compile(r"(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})\.\d")
 _MAX_TRIE_NAMES = 5_000
@@ -444,7 +444,8 @@ def _hide_private_keys(text: str) -> str:
     return "".join(out) + text[last:]
 
 
-_MAX_LINES_ONE_BY_ONE = 64
+_LINES_ONE_BY_ONE = 64
+_CHARS_PER_LINE_VISIT = 40  # a visit to one line costs about as much as a pattern pass over 40 characters
 
 
 def _on_lines_with(text: str, low: str, keyword: re.Pattern[str], fn: Callable[[str], str]) -> str:
@@ -456,7 +457,8 @@ def _on_lines_with(text: str, low: str, keyword: re.Pattern[str], fn: Callable[[
     for lines, hit in enumerate(keyword.finditer(low)):
         if hit.start() < last:
             continue
-        if lines >= _MAX_LINES_ONE_BY_ONE:  # the keyword is everywhere: the rest in one go
+        if lines > _LINES_ONE_BY_ONE and lines * _CHARS_PER_LINE_VISIT > len(text) - last:
+            # the keyword is on so many lines that one pass over the rest is cheaper
             out += [fn(text[last:])]
             return "".join(out)
         start = text.rfind("\n", last, hit.start()) + 1 or last
