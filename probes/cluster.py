@@ -110,15 +110,14 @@ class _Rank:
 # ----------------------------------------------------------------------------- host information
 def host_info(r: _Rank) -> dict[str, Any]:
     """What this rank knows about its host (host probes isolated under a deadline)."""
-    from . import host as hostmod
     from .api import relevant_env, run_probes
-    from .registry import Context
+    from .host.network import list_interfaces
+    from .host.versions import nccl_version
 
     env = relevant_env(r.env)
     info: dict[str, Any] = {"rank": r.rank, "host": r.host, "local_rank": r.local_rank,
                             "env": {k: v for k, v in env.items() if _compared(k)}}
-    ctx = Context(env=env)
-    info["interfaces"] = [vars(i) for i in hostmod.list_interfaces(ctx)]
+    info["interfaces"] = [vars(i) for i in list_interfaces()]
     try:
         st = os.statvfs("/dev/shm")
         info["shm_mb"] = st.f_blocks * st.f_frsize // 2**20
@@ -127,7 +126,7 @@ def host_info(r: _Rank) -> dict[str, Any]:
     import torch  # the rank needs it anyway for the collectives
 
     info["versions"] = {"torch": torch.__version__, "cuda": torch.version.cuda or "",
-                        "nccl": hostmod._nccl_version(torch) if torch.distributed.is_nccl_available() else ""}
+                        "nccl": nccl_version(torch) if torch.distributed.is_nccl_available() else ""}
     info["gpus"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
     info["facts"], info["findings"] = {}, []
     if not r.args.no_host_probes:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from ..errors import ProbeError
-from .runner import CmdResult, Runner, get_runner
+from ..errors import InputError, ProbeError
+from .runner import CmdResult, Runner, run_command
 
 __all__ = ["ProbeSpec", "Context", "Skip", "ProbeError", "SPECS", "spec", "host_probe_names"]
 
@@ -34,11 +35,13 @@ class Skip(Exception):
 
 @dataclass
 class Context:
-    """What a probe function receives: the environment to judge, a runner, and its outputs."""
+    """What a probe function receives: the environment to judge, how to run commands, where the
+    machine's files are (``root``: tests point it at a fake tree), and its outputs."""
 
     env: Mapping[str, str]
     deadline: float = 4.0
-    runner: Runner | None = None
+    runner: Runner = run_command
+    root: Path = Path("/")
     facts: dict[str, Any] = field(default_factory=dict)
     findings: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)  # extra detail for the report
@@ -46,7 +49,25 @@ class Context:
     failed: bool = False
 
     def run(self, args: list[str], timeout: float = 3.0) -> CmdResult:
-        return (self.runner or get_runner())(args, min(timeout, max(self.deadline - 0.5, 0.5)))
+        """Run a command (argument list) through this context's runner, within the deadline."""
+        return self.runner(args, min(timeout, max(self.deadline - 0.5, 0.5)))
+
+    def path(self, path: str) -> Path:
+        """``path`` on the machine being judged (under ``root``)."""
+        return self.root / path.lstrip("/")
+
+    def read(self, path: str, default: str = "") -> str:
+        """The stripped text of a machine file (``default`` when it cannot be read)."""
+        try:
+            return self.path(path).read_text(errors="replace").strip()
+        except OSError:
+            return default
+
+    def glob(self, pattern: str) -> list[str]:
+        """Sorted paths matching ``pattern`` under ``root``."""
+        import glob
+
+        return sorted(glob.glob(str(self.path(pattern))))
 
     def step(self, what: str) -> None:
         """Say what the probe is doing now (shown if it hangs or crashes)."""
@@ -70,37 +91,37 @@ _C = "nccl_doctor.probes.collective"
 _T = "nccl_doctor.probes._selftest"
 
 SPECS: tuple[ProbeSpec, ...] = (
-    ProbeSpec("host.env", "Relevant environment variables", f"{_H}:probe_env",
+    ProbeSpec("host.env", "Relevant environment variables", f"{_H}.env:probe_env",
               ("nccl_socket_ifname_set", "nccl_socket_ifname", "probe_debug_knobs_set", "probe_dist_env_problem",
                "orchestrator"), deadline=2.0),
     ProbeSpec("host.interfaces", "Network interfaces against NCCL/Gloo/Open MPI interface settings",
-              f"{_H}:probe_interfaces",
+              f"{_H}.network:probe_interfaces",
               ("probe_nccl_ifname_matches", "probe_gloo_ifname_caret", "probe_gloo_ifname_matches",
                "probe_mpi_if_include_matches", "probe_nccl_auto_pick_virtual", "probe_same_subnet_nics"),
-              needs=("/sys/class/net or `ip`",), deadline=3.0),
+              needs=("psutil",), deadline=3.0),
     ProbeSpec("host.master", "MASTER_ADDR resolution, reachability of MASTER_PORT, port free here",
-              f"{_H}:probe_master",
+              f"{_H}.master:probe_master",
               ("probe_master_addr_resolves", "probe_master_addr_loopback", "probe_master_port_bound_here",
                "probe_master_tcp", "probe_master_host_reachable", "ping_works"),
               needs=("MASTER_ADDR/MASTER_PORT (defaults: this host, 29500)",), deadline=4.0),
-    ProbeSpec("host.shm", "/dev/shm size and free space", f"{_H}:probe_shm",
+    ProbeSpec("host.shm", "/dev/shm size and free space", f"{_H}.resources:probe_shm",
               ("probe_shm_size_mb", "probe_shm_free_mb"), deadline=2.0),
-    ProbeSpec("host.limits", "ulimits: open files and locked memory", f"{_H}:probe_limits",
+    ProbeSpec("host.limits", "ulimits: open files and locked memory", f"{_H}.resources:probe_limits",
               ("probe_ulimit_nofile", "probe_memlock_unlimited", "probe_memlock_kb"), deadline=2.0),
-    ProbeSpec("host.container", "Container and Kubernetes detection", f"{_H}:probe_container",
+    ProbeSpec("host.container", "Container and Kubernetes detection", f"{_H}.resources:probe_container",
               ("container", "orchestrator"), deadline=2.0),
     ProbeSpec("host.rdma", "InfiniBand / RoCE / EFA devices, RDMA device files, GPUDirect peer-memory module",
-              f"{_H}:probe_rdma",
+              f"{_H}.rdma:probe_rdma",
               ("probe_rdma_kind", "probe_rdma_devices", "probe_rdma_ports_active", "probe_uverbs_present",
                "probe_peermem_loaded", "probe_nccl_net_plugin_found"), deadline=3.0),
-    ProbeSpec("host.gpu", "GPU inventory, driver, MIG, fabric manager, NVLink, ECC", f"{_H}:probe_gpu",
+    ProbeSpec("host.gpu", "GPU inventory, driver, MIG, fabric manager, NVLink, ECC", f"{_H}.gpu:probe_gpu",
               ("num_gpus", "probe_gpu_count", "driver_version", "gpu_model", "gpu_class", "probe_gpu_mig_enabled",
                "probe_gpu_fabric_state", "probe_gpu_nvlink_inactive", "probe_gpu_ecc_uncorrected"),
-              needs=("nvidia-ml-py or nvidia-smi",), deadline=4.0),
-    ProbeSpec("host.versions", "torch, CUDA and NCCL versions", f"{_H}:probe_versions",
+              needs=("nvidia-ml-py (the gpu extra) or nvidia-smi",), deadline=4.0),
+    ProbeSpec("host.versions", "torch, CUDA and NCCL versions", f"{_H}.versions:probe_versions",
               ("torch_version", "cuda_version", "nccl_version", "probe_torch_has_nccl",
                "probe_torch_cuda_available"), needs=("torch",), deadline=4.5),
-    ProbeSpec("host.p2p", "GPU peer-to-peer access matrix, IOMMU and PCIe ACS", f"{_H}:probe_p2p",
+    ProbeSpec("host.p2p", "GPU peer-to-peer access matrix, IOMMU and PCIe ACS", f"{_H}.versions:probe_p2p",
               ("probe_iommu_enabled", "probe_acs_enabled", "probe_p2p_pairs_blocked"),
               needs=("torch with CUDA for the P2P matrix; lspci for ACS",), deadline=4.5),
     ProbeSpec("collective.local", "Local collectives (init, barrier, all_reduce, all_gather, broadcast, send/recv)",
@@ -131,7 +152,7 @@ def spec(name: str) -> ProbeSpec:
         return _BY_NAME[name]
     except KeyError:
         known = ", ".join(s.name for s in SPECS if not s.hidden)
-        raise ValueError(f"unknown probe {name!r}; known probes: {known}") from None
+        raise InputError(f"unknown probe {name[:60]!r}; known probes: {known}") from None
 
 
 def host_probe_names() -> list[str]:

@@ -1,19 +1,23 @@
 """One way to run external commands: argument lists, a timeout on every call, injectable.
 
-Probes never build shell strings. Tests replace the runner (:func:`set_runner`) with a fake
-that returns canned output, the way ``torch.utils.collect_env`` is tested, so each probe can
-be checked without the real tool.
+Probes never build shell strings; they call ``ctx.run`` (:class:`~.registry.Context`), whose
+runner is :func:`run_command` unless a test hands the context a fake that returns canned
+output, the way ``torch.utils.collect_env`` is tested, so each probe can be checked without
+the real tool.
+
+A command stays in its caller's process group, so when a probe's group is killed (deadline,
+Ctrl-C, the tool dying) its commands and whatever they started die with it; a command past its
+own timeout is killed here with its descendants.
 """
 from __future__ import annotations
 
-import os
+import contextlib
 import shutil
-import signal
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["CmdResult", "Runner", "default_runner", "set_runner", "get_runner", "run_cmd"]
+__all__ = ["CmdResult", "Runner", "run_command", "DEFAULT_TIMEOUT"]
 
 DEFAULT_TIMEOUT = 3.0
 
@@ -36,8 +40,8 @@ class CmdResult:
 Runner = Callable[[Sequence[str], float], CmdResult]
 
 
-def default_runner(args: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> CmdResult:
-    """Run ``args`` (no shell) in its own session; on timeout kill its whole process group."""
+def run_command(args: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> CmdResult:
+    """Run ``args`` (no shell); past ``timeout`` seconds kill it and everything it started."""
     argv = tuple(str(a) for a in args)
     if not argv:
         raise ValueError("empty command")
@@ -45,37 +49,26 @@ def default_runner(args: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> Cmd
         return CmdResult(argv, None, error="not found")
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, errors="replace",
-                                start_new_session=True)
+                                stderr=subprocess.PIPE, text=True, errors="replace")
     except OSError as exc:
         return CmdResult(argv, None, error=str(exc))
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        _kill_tree(proc)
         out, err = proc.communicate()
         return CmdResult(argv, None, out, err, error=f"timeout after {timeout:g} s")
     return CmdResult(argv, proc.returncode, out, err)
 
 
-_runner: Runner = default_runner
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """Kill ``proc`` and its descendants (they hold its output pipes open)."""
+    import psutil
 
-
-def set_runner(runner: Runner | None) -> Runner:
-    """Replace the process-wide runner (``None`` restores the default); returns the old one."""
-    global _runner
-    old = _runner
-    _runner = runner or default_runner
-    return old
-
-
-def get_runner() -> Runner:
-    return _runner
-
-
-def run_cmd(args: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> CmdResult:
-    """Run a command through the current runner."""
-    return _runner(args, timeout)
+    victims = []
+    with contextlib.suppress(psutil.Error):
+        victims = psutil.Process(proc.pid).children(recursive=True)
+    proc.kill()
+    for child in victims:
+        with contextlib.suppress(psutil.Error):
+            child.kill()

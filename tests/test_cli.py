@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -53,6 +52,12 @@ def test_empty_diagnosis_still_exits_zero():
         (["--fact", "no_such_fact=1"], "unknown fact 'no_such_fact'"),
         (["--fact", "multi_node=perhaps"], "expected yes/no"),
         (["--probe", "--no-probes"], "contradict"),
+        (["--probe", "nosuchprobe"], "unknown probe 'nosuchprobe'"),
+        (["--probe-deadline", "nan", "--probe", "host.env"], "above 0 and at most 3600"),
+        (["--probe-deadline", "inf", "--probe", "host.env"], "above 0 and at most 3600"),
+        (["--probe-deadline", "-1", "--probe", "host.env"], "above 0 and at most 3600"),
+        (["--probe-deadline", "0", "--probe", "host.env"], "above 0 and at most 3600"),
+        (["--probe-deadline", "soon", "--probe", "host.env"], "above 0 and at most 3600"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(args, message):
@@ -148,3 +153,93 @@ def test_readme_first_command_gives_ranked_causes_and_a_plan():
     assert len(out["diagnoses"]) >= 3
     assert out["plan"]["steps"] and out["plan"]["steps"][0]["steps"]
     assert out["questions"], "with so little known the engine should have questions to ask"
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"facts": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+    ('{"facts": {"a": ' + '{"value": ' * 5_000 + "1" + "}" * 5_000 + "}}", "nested too deeply"),
+    ('{"facts": {"multi_node": true}, "findings": 5}', "findings must be a list of sentences"),
+    ('{"results": [{"name": "host.shm", "findings": 5}]}', "results[0].findings must be a list"),
+    ('{"results": [{"name": "host.shm", "seconds": [1]}]}', "results[0].seconds must be a number"),
+    ('{"results": [{"name": "host.shm", "detail": {}}]}', "results[0].detail must be a string"),
+    ('{"results": [{"name": 7}]}', 'must be an object with a "name"'),
+    ('{"facts": {"probe_shm_size_mb": 1e999}}', "must be a finite number"),
+    ('{"facts": {}, "status": []}', '"status" must be a string'),
+    ("\xff\xfe not text", "not UTF-8"),
+], ids=["deep-list", "deep-object", "findings-5", "result-findings-5", "seconds-list", "detail-object",
+        "name-number", "infinite", "status-list", "not-utf8"])
+def test_bad_probe_report_is_one_line_and_exit_2(tmp_path, content, message):
+    report = tmp_path / "report.json"
+    report.write_bytes(content.encode("latin-1") if content.startswith("\xff") else content.encode())
+    done = run("--facts", str(report), "--json")
+    err = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(err) == 1 and message in err[0], err
+
+
+def test_probe_report_that_is_a_fifo_or_a_folder_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)  # nobody writes: reading it would wait forever
+    for path, message in ((fifo, "not a regular file"), (tmp_path, "not a regular file")):
+        done = run("--facts", str(path), "--json")
+        err = done.stderr.decode().strip().splitlines()
+        assert done.returncode == 2 and len(err) == 1 and message in err[0], err
+
+
+def test_broken_kb_hint_names_the_folder_to_lint(tmp_path):
+    (tmp_path / "broken.yaml").write_text("causes: [unclosed\n")
+    done = run("--kb", str(tmp_path), "--symptom", "hang")
+    err = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(err) == 1, err
+    assert f"diagnose kb lint --kb {tmp_path}" in err[0]
+    lint = run("kb", "lint", "--kb", str(tmp_path))
+    assert lint.returncode != 0  # the command the hint names does find the problem
+
+
+def test_markdown_report_is_redacted_by_default():
+    said = "training hangs at init; master on gpu-node-07 (10.1.2.3)"
+    done = run("--symptom", said, "--markdown")
+    assert done.returncode == 0, done.stderr.decode()
+    text = done.stdout.decode()
+    assert text.startswith("# nccl-doctor report") and "## Fix plan" in text
+    assert "gpu-node-07" not in text and "10.1.2.3" not in text and "were redacted" in text
+    plain = run("--symptom", said, "--markdown", "--no-redact").stdout.decode()
+    assert "gpu-node-07" in plain and "10.1.2.3" in plain
+
+
+def _two_host_logs(tmp_path):
+    for rank, host in ((0, "titan"), (1, "titan"), (3, "atlas")):
+        (tmp_path / f"rank{rank}.log").write_text(
+            f"{host}:10{rank}:10{rank} [{rank}] NCCL INFO comm 0x55 rank {rank} nranks 4 cudaDev {rank} busId 3000 "
+            "commId 0xabc - Init COMPLETE\n"
+            f"[rank{rank}]:[E1121 10:00:00.000000 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, Timeout(ms)=600000) "
+            "ran for 600012 milliseconds before timing out.\n")
+    (tmp_path / "rank2.log").write_text(
+        "atlas:102:102 [2] NCCL INFO comm 0x55 rank 2 nranks 4 cudaDev 2 busId 3000 commId 0xabc - Init COMPLETE\n"
+        "[rank2]: epoch 3 step 100 loss 0.5\n")
+
+
+def test_json_redact_hides_the_hang_host_list(tmp_path):
+    _two_host_logs(tmp_path)
+    plain = as_json(run("--log", str(tmp_path), "--json"))
+    assert set(plain["hang"]["hosts"]) == {"titan", "atlas"} and "redacted" not in plain
+    done = run("--log", str(tmp_path), "--json", "--redact")
+    text = done.stdout.decode()
+    assert "titan" not in text and "atlas" not in text, text
+    hidden = json.loads(text)
+    assert hidden["redacted"] is True and len(hidden["hang"]["hosts"]) == 2
+    assert hidden["hang"]["waiting_ranks"] == [0, 1, 3]  # only names are hidden
+
+
+def test_text_output_and_markdown_share_what_they_show(tmp_path):
+    _two_host_logs(tmp_path)
+    args = ("--log", str(tmp_path), "--symptom", "all_reduce times out on 2 nodes")
+    text = run(*args, "--no-input").stdout.decode()
+    markdown = run(*args, "--markdown", "--no-redact").stdout.decode()
+    assert "\x1b[" not in text
+    for section in ("Hang analysis", "Diagnoses", "Fix plan"):
+        assert section in text and f"## {section}" in markdown
+    first_step = next(line for line in markdown.splitlines() if line.startswith("### 1. "))
+    assert first_step[4:] in text  # the same first cause, drawn from the same blocks
+    redacted = run(*args, "--no-input", "--redact").stdout.decode()
+    assert "atlas" in text and "atlas" not in redacted

@@ -5,15 +5,17 @@ import contextlib
 import json
 import os
 import socket
+import sys
+from types import SimpleNamespace
 
 import pytest
 
 from nccl_doctor.probes import apply_results, load_report, run_probes
-from nccl_doctor.probes import host
 from nccl_doctor.probes.api import ProbeResult
+from nccl_doctor.probes.host import gpu, network, versions
 from nccl_doctor.probes.ifmatch import Interface, gloo_match, mpi_match, nccl_auto_pick, nccl_match, same_subnet_pairs
 from nccl_doctor.probes.registry import Context, Skip
-from nccl_doctor.probes.runner import CmdResult, default_runner
+from nccl_doctor.probes.runner import CmdResult, run_command
 
 IFACES = [
     Interface("lo", ipv4=["127.0.0.1/8"], ipv6=["::1/128"], loopback=True),
@@ -74,25 +76,47 @@ def _fake(outputs: dict[str, CmdResult]):
     return runner
 
 
-def test_interfaces_from_ip_json_and_settings_checked():
-    ip_json = json.dumps([
-        {"ifname": "lo", "flags": ["LOOPBACK", "UP"], "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8}]},
-        {"ifname": "ens5", "flags": ["UP"], "addr_info": [{"family": "inet", "local": "10.1.2.3", "prefixlen": 16}]},
-    ])
+def _addr(family, address, netmask):
+    return SimpleNamespace(family=family, address=address, netmask=netmask)
+
+
+def test_interfaces_from_psutil_state_and_addresses():
+    addrs = {
+        "lo": [_addr(socket.AF_INET, "127.0.0.1", "255.0.0.0"), _addr(socket.AF_INET6, "::1", "ffff:" * 7 + "ffff")],
+        "ens5": [_addr(socket.AF_INET, "10.1.2.3", "255.255.0.0"),
+                 _addr(socket.AF_INET6, "fe80::1%ens5", "ffff:ffff:ffff:ffff::"),
+                 _addr(getattr(socket, "AF_PACKET", 17), "02:00:00:00:00:01", None)],
+        "ib0": [_addr(socket.AF_INET, "192.168.1.5", None)],
+    }
+    stats = {"lo": SimpleNamespace(isup=True, flags="up,loopback,running"),
+             "ens5": SimpleNamespace(isup=True, flags="up,broadcast,running,multicast"),
+             "ib0": SimpleNamespace(isup=True, flags="up,broadcast,multicast")}  # up but not running
+    by = {i.name: i for i in network.interfaces_from(addrs, stats)}
+    assert by["lo"].loopback and by["lo"].up and by["lo"].ipv6 == ["::1/128"]
+    assert by["ens5"].ipv4 == ["10.1.2.3/16"] and by["ens5"].ipv6 == ["fe80::1/64"] and by["ens5"].up
+    assert not by["ib0"].up and by["ib0"].ipv4 == ["192.168.1.5/32"]
+
+
+def test_this_machines_interfaces_come_from_psutil():
+    names = {i.name for i in network.list_interfaces()}
+    assert names == set(os.listdir("/sys/class/net")) or not os.path.isdir("/sys/class/net")
+
+
+def test_interface_settings_checked_against_interfaces():
+    ifaces = [Interface("lo", ipv4=["127.0.0.1/8"], loopback=True), Interface("ens5", ipv4=["10.1.2.3/16"])]
     ctx = Context(env={"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "^docker0",
-                       "OMPI_MCA_btl_tcp_if_include": "10.1.0.0/16"},
-                  runner=_fake({"ip -j addr": CmdResult(("ip",), 0, ip_json)}))
-    old = host.SYS
-    host.SYS = host.Path("/nonexistent-sysfs")  # only what `ip` says
-    try:
-        host.probe_interfaces(ctx)
-    finally:
-        host.SYS = old
+                       "OMPI_MCA_btl_tcp_if_include": "10.1.0.0/16"})
+    network.judge_interfaces(ctx, ifaces)
     assert ctx.facts["probe_nccl_ifname_matches"] is False
     assert ctx.facts["probe_gloo_ifname_caret"] is True
     assert ctx.facts["probe_mpi_if_include_matches"] is True
     assert any("NCCL_SOCKET_IFNAME=eth0 matches no interface" in f and "ens5" in f for f in ctx.findings)
     assert ctx.failed
+
+
+def test_no_interfaces_is_a_skip():
+    with pytest.raises(Skip):
+        network.judge_interfaces(Context(env={}), [])
 
 
 NVSMI_Q = """
@@ -103,7 +127,8 @@ GPU 00000000:07:00.0
 """
 
 
-def test_gpu_probe_from_nvidia_smi_output():
+def test_gpu_probe_from_nvidia_smi_output(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no NVML: nvidia-smi is read instead
     ctx = Context(env={}, runner=_fake({
         "nvidia-smi --query-gpu": CmdResult(("nvidia-smi",), 0,
                                             "NVIDIA H100 80GB HBM3, 550.54.15, Disabled, 0\n"
@@ -111,49 +136,32 @@ def test_gpu_probe_from_nvidia_smi_output():
         "nvidia-smi -q": CmdResult(("nvidia-smi",), 0, NVSMI_Q),
         "nvidia-smi nvlink -s": CmdResult(("nvidia-smi",), 0, "GPU 0: H100\n\t Link 0: 26.562 GB/s\n\t Link 1: <inactive>\n"),
     }))
-    import builtins
-    real_import = builtins.__import__
-
-    def no_pynvml(name, *a, **k):
-        if name == "pynvml":
-            raise ImportError(name)
-        return real_import(name, *a, **k)
-
-    builtins.__import__ = no_pynvml
-    try:
-        host.probe_gpu(ctx)
-    finally:
-        builtins.__import__ = real_import
+    gpu.probe_gpu(ctx)
     f = ctx.facts
     assert f["num_gpus"] == 2 and f["driver_version"] == "550.54.15" and f["gpu_class"] == "datacenter"
     assert f["probe_gpu_mig_enabled"] is True and f["probe_gpu_ecc_uncorrected"] == 2
     assert f["probe_gpu_fabric_state"] == "in_progress" and f["probe_gpu_nvlink_inactive"] == 1
 
 
-def test_gpu_probe_skips_without_tools():
+def test_gpu_probe_skips_without_tools(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)
     ctx = Context(env={}, runner=_fake({}))
     with pytest.raises(Skip, match="nvidia-smi"):
-        import builtins
-        real_import = builtins.__import__
-        builtins.__import__ = lambda n, *a, **k: (_ for _ in ()).throw(ImportError(n)) if n == "pynvml" else real_import(n, *a, **k)
-        try:
-            host.probe_gpu(ctx)
-        finally:
-            builtins.__import__ = real_import
+        gpu.probe_gpu(ctx)
 
 
 def test_acs_from_lspci_output():
     lspci = "00:01.0 PCI bridge\n\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+\n"
     ctx = Context(env={}, runner=_fake({"lspci": CmdResult(("lspci",), 0, lspci)}))
-    host.probe_p2p(ctx)
+    versions.probe_p2p(ctx)
     assert ctx.facts["probe_acs_enabled"] is True
 
 
-def test_default_runner_uses_argument_lists_and_timeouts():
-    assert default_runner(["definitely-not-a-command-xyz"], 1).error == "not found"
-    res = default_runner(["sleep", "5"], 0.3)
+def test_run_command_uses_argument_lists_and_timeouts():
+    assert run_command(["definitely-not-a-command-xyz"], 1).error == "not found"
+    res = run_command(["sleep", "5"], 0.3)
     assert res.error.startswith("timeout") and not res.ok
-    assert default_runner(["echo", "a b; c"], 2).stdout.strip() == "a b; c"  # no shell
+    assert run_command(["echo", "a b; c"], 2).stdout.strip() == "a b; c"  # no shell
 
 
 # ----------------------------------------------------------------------------- real machine

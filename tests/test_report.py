@@ -1,56 +1,18 @@
-"""The session report: Markdown with plan, evidence and answers; JSON; redaction."""
+"""The session report: Markdown with plan, evidence and answers; JSON; the same blocks on a terminal."""
 from __future__ import annotations
 
+import io
 import json
 
-import pytest
-
-from nccl_doctor.report import Redactor, redact, save_report, session_json, session_markdown
+from nccl_doctor.document import Code, Heading, plain_text, to_markdown
+from nccl_doctor.contract import report_data
+from nccl_doctor.report import save_report, session_blocks, session_json, session_markdown
+from nccl_doctor.terminal import print_blocks
 
 LOG = """\
 gpu-node-07:1234:1234 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.2.3<0> [1]ib0:fe80::1c4e:2ff:fe3a:1b2c%ib0<0>
 [rank1]:gpu-node-08:5555:5555 [1] NCCL WARN Connect to 10.1.2.4<29500> failed : Connection refused
 """
-
-
-@pytest.mark.parametrize("text, gone, kept", [
-    (LOG, ["gpu-node-07", "gpu-node-08", "10.1.2.3", "10.1.2.4", "fe80::1c4e"], ["eth0", "ib0", "NCCL WARN", "<29500>"]),
-    ("MASTER_ADDR=head-01 torchrun --master_addr head-01 --master_port 29500", ["head-01"], ["MASTER_ADDR=", "29500"]),
-    ("HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEFGH and WANDB_API_KEY=0123456789abcdef0123",
-     ["hf_abc", "0123456789abcdef0123"], ["HF_TOKEN=<secret>", "WANDB_API_KEY=<secret>"]),
-    ("Authorization: Bearer abcdefgh12345678; key AKIAABCDEFGHIJKLMNOP; https://bob:pw@git.example.com/x",
-     ["abcdefgh12345678", "AKIAABCDEFGHIJKLMNOP", "bob:pw"], ["Authorization:", "https://"]),
-    ("ip-172-31-5-10.ec2.internal and node01.example.com, 2001:db8::5 and 192.168.0.10/24",
-     ["172-31-5-10", "node01.example", "2001:db8::5", "192.168.0.10"], ["/24"]),
-    ("it hangs between gpu-node-07 and worker-3, and node01 is slow", ["gpu-node-07", "worker-3", "node01"], ["hangs"]),
-])
-def test_redact_removes_hosts_addresses_and_secrets(text, gone, kept):
-    out = redact(text)
-    for item in gone:
-        assert item not in out, out
-    for item in kept:
-        assert item in out, out
-
-
-@pytest.mark.parametrize("text", [
-    "NCCL version 2.18.3+cuda12.1",
-    "at 12:34:56.789 in c10d::ProcessGroupNCCL std::runtime_error",
-    "see https://pytorch.org/docs and torch.distributed.elastic, train.py line 12",
-    "TOKENIZERS_PARALLELISM=false NCCL_SOCKET_IFNAME=eth0 127.0.0.1 ::1",
-    "00:1a:2b:3c:4d:5e",
-    "rank1 on gpu0 with mlx5_0 and Llama-3 on A100 nodes",
-])
-def test_redact_keeps_what_is_not_private(text):
-    assert redact(text) == text
-
-
-def test_placeholders_are_stable_across_strings():
-    r = Redactor()
-    r.learn_hosts(LOG)
-    first = r("10.1.2.3 gpu-node-07")
-    assert first == "<ip-1> <host-1>"
-    assert r("gpu-node-07 then 10.1.2.3") == "<host-1> then <ip-1>"
-    assert r("10.1.2.3") != r("10.1.2.4")
 
 
 def _session(doctor):
@@ -93,3 +55,37 @@ def test_json_report(doctor, tmp_path):
     js = save_report(s, tmp_path / "r.json")
     assert md.read_text().startswith("# nccl-doctor report")
     assert json.loads(js.read_text())["plan"] == s.plan().to_dict()
+
+
+def test_home_paths_in_fact_sources_and_hosts_in_extra_data_are_redacted(doctor):
+    s = doctor.session()
+    s.add_log(["titan:11:11 [0] NCCL INFO NCCL version 2.19.3+cuda12.1",
+               "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLGATHER, "
+               "Timeout(ms)=600000) ran for 600316 milliseconds"], name="/home/alice/logs/rank0.log")
+    assert "/home/alice/logs/rank0.log" in json.dumps(report_data(s))  # the sources name the file
+    hang = {"hosts": {"titan": [0, 1], "atlas": [2, 3]}, "missing_hosts": ["atlas"]}
+    probes = [{"name": "host.env", "status": "ok", "findings": ["relevant variables: MASTER_ADDR=zeus"],
+               "data": {"env": {"MASTER_ADDR": "zeus"}}}]
+    text = json.dumps(report_data(s, hang=hang, probes=probes, redact=True))
+    for private in ("alice", "titan", "atlas", "zeus"):
+        assert private not in text, private
+    assert "/home/<user>/logs/rank0.log" in text
+    markdown = session_markdown(s, redact=True, hang_lines=["every rank on atlas (2, 3) is missing"], probes=probes)
+    assert "alice" not in markdown and "atlas" not in markdown and "zeus" not in markdown
+
+
+def test_terminal_and_markdown_draw_the_same_blocks(doctor):
+    s = _session(doctor)
+    blocks = session_blocks(s, brief=True)
+    markdown = to_markdown(blocks)
+    out = io.StringIO()
+    print_blocks(blocks, file=out)
+    text = out.getvalue()
+    assert "\x1b[" not in text  # not a terminal: no colour
+    for block in blocks:
+        if isinstance(block, Heading):
+            assert plain_text(block.text) in text and plain_text(block.text) in markdown
+        if isinstance(block, Code):
+            for line in block.lines:  # commands are whole lines, never wrapped or cut
+                assert any(row.strip() == line.strip() for row in text.splitlines()), line
+                assert line in markdown

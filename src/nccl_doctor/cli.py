@@ -6,18 +6,22 @@ sub-commands that use them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
+import signal
 import sys
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
-from .errors import UsageError
+from .errors import DoctorError, UsageError
 
 __all__ = ["main"]
 
 USAGE = """\
 diagnose --symptom TEXT [--log PATH|DIR|GLOB|- ...] [--fact NAME=VALUE ...] [--facts REPORT.json]
-                [--probe [NAME ...]] [--no-probes] [--json] [--no-input] [--markdown [--redact]]
+                [--probe [NAME ...]] [--no-probes] [--json] [--no-input] [--markdown|--json] [--redact|--no-redact]
 diagnose tui [--symptom TEXT] [--log PATH ...]
 diagnose kb lint|stats|schema [--kb DIR]
 diagnose probes
@@ -35,6 +39,47 @@ def _fail(message: str) -> int:
     return 2
 
 
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP: unwinds like Ctrl-C so every ``finally`` runs (probe groups are killed),
+    but is not caught where Ctrl-C is (Ctrl-C during probes keeps what finished; this stops)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated(signum)
+
+
+@contextlib.contextmanager
+def _terminations_unwind() -> Iterator[None]:
+    """While probes run, SIGTERM and SIGHUP unwind like Ctrl-C, so the probe groups are killed on
+    the way out and the tool says why it stopped (each probe child also kills its own group
+    when the tool dies of anything)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _raise_terminated) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 3600:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0 and at most 3600, got {text!r}")
+    return value
+
+
 # --------------------------------------------------------------------------------- one-shot
 def _one_shot_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="diagnose", usage=USAGE, description="Why does distributed training hang, time out or crash?")
@@ -49,10 +94,13 @@ def _one_shot_parser() -> argparse.ArgumentParser:
     parser.add_argument("--probe", nargs="*", default=None, metavar="NAME",
                         help="run host probes (all, or the named ones) and use their findings")
     parser.add_argument("--no-probes", action="store_true", help="never run probes (the default)")
-    parser.add_argument("--probe-deadline", type=float, default=5.0, metavar="SECONDS")
+    parser.add_argument("--probe-deadline", type=_seconds, default=5.0, metavar="SECONDS",
+                        help="the least time each probe is given (default 5)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown report")
-    parser.add_argument("--redact", action="store_true", help="hide host names, addresses and tokens (--markdown)")
+    parser.add_argument("--redact", action=argparse.BooleanOptionalAction, default=None,
+                        help="hide host names, addresses, user names and secrets (default: on for --markdown, "
+                             "off for --json)")
     parser.add_argument("--no-input", action="store_true", help="never ask questions")
     parser.add_argument("--kb", metavar="DIR", help="use another knowledge-base folder")
     parser.add_argument("--version", action="store_true", help="print the version")
@@ -128,7 +176,11 @@ def _run_probes(session: Any, names: list[str], deadline: float, quiet: bool) ->
         if not quiet:
             print(f"  probe {result.name}: {result.status}", file=sys.stderr)
 
-    results = run_probes(names or None, deadline=deadline, on_result=progress)
+    try:
+        with _terminations_unwind():
+            results = run_probes(names or None, deadline=deadline, on_result=progress)
+    except DoctorError as exc:  # an unknown probe name
+        raise UsageError(f"--probe: {exc}") from None
     apply_results(session, results)
     return [r.to_dict() for r in results]
 
@@ -142,9 +194,10 @@ def _load_reports(session: Any, paths: list[str]) -> None:
         raise UsageError(f"probe reports cannot be read: {exc}") from None
     for path in paths:
         try:
-            apply_results(session, load_report(path))
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"--facts {path}: {exc}") from None
+            results = load_report(path)
+        except DoctorError as exc:  # the message names the file
+            raise UsageError(f"--facts: {exc}") from None
+        apply_results(session, results)
 
 
 def _ask(session: Any, limit: int = 8) -> None:
@@ -175,42 +228,20 @@ def _ask(session: Any, limit: int = 8) -> None:
             session.dont_know(question.id)
 
 
-def _print_text(report: dict[str, Any], hang_lines: list[str], probes: list[dict]) -> None:
-    for probe in probes:
-        for finding in probe.get("findings", []):
-            print(f"probe {probe['name']}: {finding}")
-    if hang_lines:
-        print("Hang analysis:")
-        for line in hang_lines:
-            print(f"  {line}")
-        print()
-    diagnoses = report["diagnoses"]
-    if not diagnoses:
-        print("No cause raised yet. Describe what happened (--symptom), add logs (--log), or state facts (--fact).")
-    for rank, diagnosis in enumerate(diagnoses[:5], start=1):
-        print(f"{rank}. {diagnosis['title']}  [{diagnosis['confidence']:.2f}, {diagnosis['area']}]")
-        print(f"   {diagnosis['explanation'].strip().splitlines()[0] if diagnosis['explanation'] else ''}")
-        for item in diagnosis["evidence"][:3]:
-            sign = "+" if item["strength"] > 0 else "-"
-            facts = ", ".join(f"{k}={v['value']} ({v['source']})" for k, v in item["facts"].items())
-            print(f"   {sign} {item['description'] or item['rule']}" + (f": {facts}" if facts else ""))
-    plan = report["plan"]
-    if plan["steps"]:
-        print("\nFix plan")
-        for step in plan["steps"]:
-            print(f"{step['number']:>2}. [{step['kind']}] {step['title']}")
-            exports = [f"{key}={value}" for key, value in step["env"].items()]
-            for label, lines in (("- ", step["steps"]), ("$ ", step["commands"]), ("export ", exports),
-                                 ("verify: ", step["verify"]), ("note: ", step["caveats"]),
-                                 ("if not fixed: ", step["if_not_fixed"])):
-                for line in lines:
-                    print(f"      {label}{line}")
-    if plan.get("note"):
-        print(f"\n{plan['note']}")
-    if report["questions"]:
-        print("\nAnswering these would narrow it down (diagnose --fact NAME=VALUE):")
-        for question in report["questions"]:
-            print(f"  - {question['text']}  ({question['id']})")
+EMPTY_HINT = "No cause raised yet. Describe what happened (--symptom), add logs (--log), or state facts (--fact)."
+
+
+def _print_text(session: Any, hang: dict | None, hang_lines: list[str], probes: list[dict], redact: bool) -> None:
+    """The one-shot's terminal view: the same blocks as the Markdown report, in brief."""
+    from .document import map_text
+    from .redaction import session_redactor
+    from .report import session_blocks
+    from .terminal import print_blocks
+
+    blocks = session_blocks(session, hang_lines=hang_lines, probes=probes, brief=True, empty_hint=EMPTY_HINT)
+    if redact:
+        blocks = map_text(blocks, session_redactor(session, hang, hang_lines, probes))
+    print_blocks(blocks)
 
 
 def _one_shot(argv: list[str]) -> int:
@@ -240,34 +271,42 @@ def _one_shot(argv: list[str]) -> int:
         probes = _run_probes(session, opts.probe, opts.probe_deadline, quiet=opts.json)
     interactive = not (opts.json or opts.markdown or opts.no_input) and sys.stdin.isatty() and sys.stdout.isatty()
     if interactive:
-        _print_text(session.report(), hang_lines, probes)
+        _print_text(session, hang, hang_lines, probes, redact=bool(opts.redact))
         _ask(session)
         print("\n" + "=" * 72)
-    report = session.report()
-    if hang is not None:
-        report["hang"] = hang
-    if probes:
-        report["probes"] = probes
     if opts.json:
-        json.dump(report, sys.stdout, ensure_ascii=False, indent=1, default=str)
+        from .contract import report_data
+
+        data = report_data(session, hang=hang, probes=probes, redact=bool(opts.redact))
+        json.dump(data, sys.stdout, ensure_ascii=False, indent=1, default=str)
         sys.stdout.write("\n")
     elif opts.markdown:
-        from .report import markdown_report
+        from .report import session_markdown
 
-        print(markdown_report(session, redact=opts.redact))
+        print(session_markdown(session, redact=opts.redact is not False, hang_lines=hang_lines, probes=probes,
+                               hang=hang), end="")
     else:
-        _print_text(report, hang_lines if not interactive else [], probes if not interactive else [])
+        _print_text(session, hang, [] if interactive else hang_lines, [] if interactive else probes,
+                    redact=bool(opts.redact))
     return 0
 
 
 def _doctor(kb_dir: str | None):
     from . import KBError, load_doctor
-    from .engine.compiled import CompileError
 
     try:
         return load_doctor(kb_dir)
-    except (KBError, CompileError) as exc:
-        raise UsageError(f"the knowledge base cannot be used ({exc.__class__.__name__}); run `diagnose kb lint` for details") from None
+    except KBError as exc:
+        raise UsageError(f"the knowledge base cannot be used ({exc.__class__.__name__}); "
+                         f"run `{_lint_command(kb_dir)}` for details") from None
+
+
+def _lint_command(kb_dir: str | None) -> str:
+    """The lint command for the KB folder this run used (``--kb`` or ``$NCCL_DOCTOR_KB``)."""
+    import shlex
+
+    folder = kb_dir or os.environ.get("NCCL_DOCTOR_KB")
+    return "diagnose kb lint" + (f" --kb {shlex.quote(folder)}" if folder else "")
 
 
 # ---------------------------------------------------------------------------------- kb tools
@@ -374,11 +413,14 @@ def main(argv: list[str] | None = None) -> int:
         if argv[0] in COMMANDS:
             return COMMANDS[argv[0]](argv[1:])
         return _one_shot(argv)
-    except UsageError as exc:
-        return _fail(str(exc))
+    except DoctorError as exc:
+        return _fail((str(exc).strip().splitlines() or [type(exc).__name__])[0])
     except KeyboardInterrupt:
         print("diagnose: interrupted", file=sys.stderr)
         return 130
+    except _Terminated as exc:
+        print(f"diagnose: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
+        return 128 + exc.signum
     except BrokenPipeError:
         try:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush

@@ -1,30 +1,30 @@
-"""A session as a report: Markdown to paste into an issue or a ticket, and JSON.
+"""What a report shows, decided once: the blocks of a diagnosis, a plan, an explanation and a
+whole session (:mod:`.document`), written out as Markdown to paste into an issue or a ticket,
+drawn on a terminal by the one-shot (:mod:`.terminal`), or given as JSON.
 
-The Markdown holds the diagnoses with their evidence and its sources, the fix plan with the
-commands in code blocks, the questions answered, and what the user said and which logs were
-read. ``redact=True`` replaces host names, IP addresses (v4 and v6) and tokens or secrets with
-stable placeholders (``<host-1>``, ``<ip-2>``, ``<secret>``), so the same host keeps the same
-name throughout one report. JSON is :meth:`Session.report` (the CLI's ``--json`` body), redacted
-the same way on request.
-
-Front ends (the TUI, the CLI) call :func:`session_markdown`, :func:`session_json` or
-:func:`save_report`; :func:`plan_markdown`, :func:`how_markdown` and :func:`why_markdown` render
-the pieces on their own.
+Front ends call :func:`session_markdown`, :func:`session_json`, :func:`save_report` or
+:func:`session_blocks` (the JSON itself is assembled in :mod:`.contract`); :func:`plan_markdown`, :func:`how_markdown` and
+:func:`why_markdown` render the pieces on their own (the TUI shows them). ``redact=True`` hides
+host names, addresses, user names and secrets (:mod:`.redaction`) with placeholders that stay
+the same throughout one report.
 """
 from __future__ import annotations
 
-import ipaddress
 import json
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .document import (Block, Code, Heading, Inline, ItemList, Paragraph, Quote, Span, Table, bold, code, em,
+                       to_markdown)
 from .engine import Diagnosis, How, Plan, Session, Why
+from .engine.results import EvidenceItem
 
 __all__ = [
-    "Redactor",
-    "redact",
+    "format_value",
+    "plan_blocks",
+    "diagnoses_blocks",
+    "session_blocks",
     "plan_markdown",
     "how_markdown",
     "why_markdown",
@@ -32,178 +32,12 @@ __all__ = [
     "session_markdown",
     "session_json",
     "save_report",
-    "format_value",
 ]
 
 MAX_TEXT_IN_REPORT = 4_000
+BRIEF_DIAGNOSES = 5
+BRIEF_EVIDENCE = 3
 
-# ----------------------------------------------------------------------------- redaction
-
-_SECRET_VALUE = r"""("[^"\n]*"|'[^'\n]*'|[^\s"',;]+)"""
-_SECRET_PATTERNS = [
-    # key=value / key: value where the key names a secret (keep the key, hide the value)
-    re.compile(
-        r"(?i)\b([A-Z0-9_.-]*(?:token|secret|passwd|password|api[_-]?key|access[_-]?key|"
-        r"private[_-]?key|credential)[A-Z0-9_.-]*)(\s*[=:]\s*)" + _SECRET_VALUE
-    ),
-    re.compile(r"(?i)\b(authorization:\s*(?:bearer|basic|token)?\s*|bearer\s+)([A-Za-z0-9._~+/=-]{8,})"),
-]
-_SECRET_TOKENS = re.compile(
-    r"\b(?:"
-    r"hf_[A-Za-z0-9]{30,}"                       # Hugging Face
-    r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,}"  # GitHub
-    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"                # AWS access key id
-    r"|xox[abposr]-[A-Za-z0-9-]{10,}"            # Slack
-    r"|sk-[A-Za-z0-9_-]{20,}"                    # OpenAI-style keys
-    r"|glpat-[A-Za-z0-9_-]{20,}"                 # GitLab
-    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JWT
-    r")"
-)
-_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S)
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]+(?::[^/\s@]*)?@")
-
-_IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(?![\w.]*\d)")
-_IPV6_CANDIDATE = re.compile(r"(?<![\w.])([0-9A-Fa-f]*:[0-9A-Fa-f]*:[0-9A-Fa-f:.]*)(?![\w:])")
-
-# Where logs name hosts: NCCL's "host:pid:tid [dev]" prefix, AWS "ip-10-0-0-1" names, FQDNs
-# under common private suffixes, and launcher settings.
-_HOST_PREFIX = re.compile(r"^\s*(?:\[[^\]]*\]:?\s*)*([A-Za-z][A-Za-z0-9_.-]{1,62}):\d+:\d+\s+\[\d+\]", re.M)
-_AWS_HOST = re.compile(r"\bip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}(?:\.[A-Za-z0-9-]+)*\b")
-_FQDN = re.compile(
-    r"\b((?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+"
-    r"(?:internal|local|lan|corp|intra|intranet|cluster|compute|localdomain|home|"
-    r"com|net|org|io|ai|cloud|edu|gov))\b"
-)
-_HOST_SETTINGS = [
-    re.compile(r"(?i)\b(?:MASTER_ADDR|MASTER_HOST|HOSTNAME|HOST|NODE_NAME|SLURMD_NODENAME)\s*[=:]\s*[\"']?([A-Za-z][A-Za-z0-9_.-]{1,62})"),
-    re.compile(r"(?i)--(?:master[_-]addr|rdzv[_-]endpoint|host(?:s|file)?)[= ]+[\"']?([A-Za-z][A-Za-z0-9_.-]{1,62})"),
-    re.compile(r"(?i)\b(?:hostname|host name|node|on host|from host)\s*[=:]?\s*'?([A-Za-z][A-Za-z0-9-]*\d[A-Za-z0-9-]*)\b"),
-]
-# Free-text machine names: a word such as node / gpu / worker in the name, ending in a number
-# (gpu-node-07, worker-3, node01, dgx-a100-12); "gpu0" or "rank1" alone are not hosts.
-_NAMED_HOST = re.compile(
-    r"(?<![\w.-])((?=[a-z0-9-]*(?:node|gpu|worker|host|compute|master|dgx|hgx|server|srv|login|head))"
-    r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?:-\d+|[a-z]\d{2,}))(?![\w-])"
-)
-_NOT_HOSTS = {"localhost", "ip", "rank", "node", "nodes", "host", "hosts", "none", "null", "true", "false"}
-
-
-class Redactor:
-    """Replaces host names, IP addresses and secrets with placeholders that stay stable across
-    every string it redacts (so ``<host-1>`` is the same machine throughout a report).
-
-    Host names and addresses are first *learned* from what the user gave (descriptions, log
-    lines, fact values), then replaced wherever they appear; so the example addresses in the
-    knowledge base's commands stay readable. Secrets are recognised by their shape everywhere.
-    """
-
-    def __init__(self, hosts: Iterable[str] = ()):
-        self._names: dict[str, str] = {}
-        self._counts: dict[str, int] = {}
-        self._hosts: set[str] = {h for h in hosts if h}
-        self._ips: set[str] = set()
-
-    def learn(self, text: str) -> None:
-        """Collect host names and IP addresses from text the user gave."""
-        for pattern in [_HOST_PREFIX, *_HOST_SETTINGS]:
-            for match in pattern.finditer(text):
-                self._add_host(match.group(1).rstrip("."))
-        for match in _AWS_HOST.finditer(text):
-            self._add_host(match.group(0))
-        for match in _NAMED_HOST.finditer(text):
-            self._add_host(match.group(1))
-        for match in _FQDN.finditer(text):
-            if _looks_like_host(match.group(1)):
-                self._add_host(match.group(1))
-        for match in _IPV4.finditer(text):
-            value = match.group(1)
-            if _is_ip(value) and value not in ("0.0.0.0", "127.0.0.1", "255.255.255.255"):
-                self._ips.add(value)
-        for match in _IPV6_CANDIDATE.finditer(text):
-            value = match.group(1).rstrip(".")
-            if value.endswith(":") and not value.endswith("::"):
-                value = value[:-1]
-            if ("::" in value or value.count(":") == 7) and _is_ip(value) and value not in ("::", "::1"):
-                self._ips.add(value)
-
-    learn_hosts = learn
-
-    def _add_host(self, name: str) -> None:
-        if (len(name) >= 3 and name.lower() not in _NOT_HOSTS and not _is_ip(name)
-                and not re.fullmatch(r"[A-Z0-9_]*_[A-Z0-9_]*", name)):  # MASTER_PORT is not a host
-            self._hosts.add(name)
-
-    def _placeholder(self, kind: str, value: str) -> str:
-        key = f"{kind}\0{value.lower()}"
-        if key not in self._names:
-            self._counts[kind] = self._counts.get(kind, 0) + 1
-            self._names[key] = f"<{kind}-{self._counts[kind]}>"
-        return self._names[key]
-
-    def __call__(self, text: str) -> str:
-        text = _PRIVATE_KEY.sub("<private key>", text)
-        text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + "<secret>@", text)
-        for pattern in _SECRET_PATTERNS:
-            text = pattern.sub(_hide_secret, text)
-        text = _SECRET_TOKENS.sub("<secret>", text)
-        for host in sorted(self._hosts, key=len, reverse=True):
-            text = re.sub(rf"(?<![\w<.-]){re.escape(host)}(?![\w>-]|\.\w)",
-                          lambda m: self._placeholder("host", m.group(0)), text)
-        for ip in sorted(self._ips, key=len, reverse=True):
-            guard = r"(?<![\w.])"
-            after = r"(?![\w:])" if ":" in ip else r"(?!\.?\d)"
-            text = re.sub(guard + re.escape(ip) + after, lambda m: self._placeholder("ip", m.group(0)), text)
-        return text
-
-    def data(self, value: Any) -> Any:
-        """Redact every string inside a JSON-like structure (keys included)."""
-        if isinstance(value, str):
-            return self(value)
-        if isinstance(value, Mapping):
-            return {self(str(k)) if isinstance(k, str) else k: self.data(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self.data(v) for v in value]
-        return value
-
-
-_PRIVATE_SUFFIXES = {"internal", "local", "lan", "corp", "intra", "intranet", "cluster", "compute",
-                     "localdomain", "home"}
-
-
-def _looks_like_host(name: str) -> bool:
-    """``train.py`` and dotted Python modules are not hosts: ask for a private-network suffix, or
-    at least three labels with a digit in the first (node01.example.com)."""
-    labels = name.split(".")
-    if labels[-1].lower() in _PRIVATE_SUFFIXES:
-        return True
-    return len(labels) >= 3 and any(ch.isdigit() for ch in labels[0])
-
-
-def _hide_secret(match: re.Match[str]) -> str:
-    if match.lastindex == 3:
-        value = match.group(3).strip("\"'")
-        if value.lower() in ("true", "false", "none", "null", "") or value.isdigit():
-            return match.group(0)  # TOKENIZERS_PARALLELISM=false is not a secret
-        return match.group(1) + match.group(2) + "<secret>"
-    return match.group(1) + "<secret>"
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
-def redact(text: str, *, hosts: Iterable[str] = ()) -> str:
-    """``text`` with host names, IP addresses and secrets replaced by placeholders."""
-    redactor = Redactor(hosts)
-    redactor.learn(text)
-    return redactor(text)
-
-
-# ------------------------------------------------------------------------------ Markdown
 
 def format_value(value: Any) -> str:
     """A fact value as a person reads it."""
@@ -214,201 +48,240 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def _fence(lines: Iterable[str], info: str = "") -> str:
-    body = "\n".join(lines)
-    ticks = "```"
-    while ticks in body:
-        ticks += "`"
-    return f"{ticks}{info}\n{body}\n{ticks}"
-
-
-def _bullets(items: Iterable[str]) -> str:
-    return "\n".join(f"- {item}" for item in items)
-
-
 def _percent(value: float) -> str:
     return f"{round(max(value, 0.0) * 100)}%"
 
 
-def plan_markdown(plan: Plan, titles: Mapping[str, str] | None = None, *, heading: str = "##",
-                  show_causes: bool = True) -> str:
-    """The fix plan: numbered steps, commands and environment in code blocks."""
+# ------------------------------------------------------------------------------ the plan
+_KINDS = {"check": "Check", "change": "Change", "workaround": "Workaround"}
+
+
+def plan_blocks(plan: Plan, titles: Mapping[str, str] | None = None, *, level: int = 2,
+                show_causes: bool = True) -> list[Block]:
+    """The fix plan: numbered steps, with commands and environment as code."""
     titles = titles or {}
-    out = [f"{heading} Fix plan"]
+    out: list[Block] = [Heading(level, "Fix plan")]
     if not plan.steps:
-        out.append(plan.note or "Nothing to change yet.")
-        return "\n\n".join(out)
+        return out + [Paragraph(plan.note or "Nothing to change yet.")]
     if plan.causes and show_causes:
-        out.append("For: " + ", ".join(f"**{titles.get(c, c)}**" for c in plan.causes))
+        out.append(Paragraph(_joined([bold(titles.get(c, c)) for c in plan.causes], prefix="For: ")))
     if plan.note:
-        out.append(f"> {plan.note}")
-    kinds = {"check": "Check", "change": "Change", "workaround": "Workaround"}
+        out.append(Quote(plan.note))
     for step in plan.steps:
-        part = [f"{heading}# {step.number}. {kinds.get(step.kind, step.kind.title())}: {step.title}"]
+        out.append(Heading(level + 1, f"{step.number}. {_KINDS.get(step.kind, step.kind.title())}: {step.title}"))
         if len(plan.causes) > 1:
-            part.append("*For " + ", ".join(titles.get(c, c) for c in step.for_causes) + ".*")
-        part.append("\n".join(f"{i}. {s}" for i, s in enumerate(step.steps, start=1)))
+            out.append(Paragraph([em("For " + ", ".join(titles.get(c, c) for c in step.for_causes) + ".")]))
+        out.append(ItemList(step.steps, numbered=True))
         if step.commands:
-            part.append(_fence(step.commands))
+            out.append(Code(step.commands))
         if step.env:
-            part.append("Environment:\n\n" + _fence(f"export {k}={v}" for k, v in step.env.items()))
-        if step.verify:
-            part.append("**Verify:**\n\n" + _bullets(step.verify))
-        if step.caveats:
-            part.append("**Caveats:**\n\n" + _bullets(step.caveats))
-        if step.if_not_fixed:
-            part.append("**If this does not fix it:**\n\n" + _bullets(step.if_not_fixed))
-        out.append("\n\n".join(part))
-    return "\n\n".join(out)
+            out += [Paragraph("Environment:"), Code([f"export {k}={v}" for k, v in step.env.items()])]
+        for label, items in (("Verify:", step.verify), ("Caveats:", step.caveats),
+                             ("If this does not fix it:", step.if_not_fixed)):
+            if items:
+                out += [Paragraph([bold(label)]), ItemList(items)]
+    return out
 
 
-def _evidence_line(item: Any) -> str:
+def _joined(parts: Sequence[Span], *, prefix: str = "", sep: str = ", ") -> list[Span]:
+    out = [Span(prefix)] if prefix else []
+    for i, part in enumerate(parts):
+        if i:
+            out.append(Span(sep))
+        out.append(part)
+    return out
+
+
+# ------------------------------------------------------------------------------ diagnoses
+def evidence_line(item: EvidenceItem) -> list[Span]:
+    """One rule's weight for or against a cause, with the facts it used and their sources."""
     sign = "+" if item.strength > 0 else "−"
-    facts = ", ".join(
-        f"`{name}` = {format_value(info['value'])} ({info['source']})" for name, info in item.facts.items()
-    )
-    text = item.description or item.rule
-    return f"{sign}{abs(item.strength):.2f} {text}" + (f" — {facts}" if facts else "")
+    out = [Span(f"{sign}{abs(item.strength):.2f} {item.description or item.rule}")]
+    for i, (name, info) in enumerate(item.facts.items()):
+        out += [Span(" — " if i == 0 else ", "), code(name),
+                Span(f" = {format_value(info['value'])} ({info['source']})")]
+    return out
 
 
-def diagnoses_markdown(diagnoses: list[Diagnosis], *, heading: str = "##") -> str:
-    """The ranked causes, each with its explanation and the evidence with sources."""
-    out = [f"{heading} Diagnoses"]
+def diagnoses_blocks(diagnoses: Sequence[Diagnosis], *, level: int = 2, brief: bool = False) -> list[Block]:
+    """The ranked causes, each with its explanation and the evidence with sources. ``brief``
+    (the terminal) keeps the first few causes, the first line of each explanation and the
+    strongest evidence."""
+    out: list[Block] = [Heading(level, "Diagnoses")]
     if not diagnoses:
-        out.append("No cause is raised yet.")
-    for rank, diagnosis in enumerate(diagnoses, start=1):
-        part = [f"{heading}# {rank}. {diagnosis.title} ({_percent(diagnosis.confidence)})",
-                f"`{diagnosis.id}` · {diagnosis.area}", diagnosis.explanation.strip()]
-        if diagnosis.evidence:
-            part.append("**Evidence:**\n\n" + _bullets(_evidence_line(e) for e in diagnosis.evidence))
-        if diagnosis.references:
-            part.append("**References:** " + ", ".join(diagnosis.references))
-        out.append("\n\n".join(part))
-    return "\n\n".join(out)
+        out.append(Paragraph("No cause is raised yet."))
+    shown = diagnoses[:BRIEF_DIAGNOSES] if brief else diagnoses
+    for rank, diagnosis in enumerate(shown, start=1):
+        explanation = diagnosis.explanation.strip()
+        if brief:
+            explanation = explanation.splitlines()[0] if explanation else ""
+        evidence = diagnosis.evidence[:BRIEF_EVIDENCE] if brief else diagnosis.evidence
+        out += [Heading(level + 1, f"{rank}. {diagnosis.title} ({_percent(diagnosis.confidence)})"),
+                Paragraph([code(diagnosis.id), Span(f" · {diagnosis.area}")], role="muted"),
+                Paragraph(explanation)]
+        if evidence:
+            out += [Paragraph([bold("Evidence:")]), ItemList([evidence_line(e) for e in evidence])]
+        if diagnosis.references and not brief:
+            out.append(Paragraph([bold("References:"), Span(" " + ", ".join(diagnosis.references))]))
+    if brief and len(diagnoses) > len(shown):
+        out.append(Paragraph(f"... and {len(diagnoses) - len(shown)} more (--markdown or --json show all)",
+                             role="muted"))
+    return out
 
 
-def _how_facts(steps: list[dict[str, Any]], depth: int = 0) -> list[str]:
-    lines = []
+# ------------------------------------------------------------------------------ how / why
+def _how_facts(steps: Sequence[Mapping[str, Any]], depth: int = 0) -> list[tuple[Inline, int]]:
+    lines: list[tuple[Inline, int]] = []
     for step in steps:
-        derived = f", derived by rule `{step['derived_by']}`" if step.get("derived_by") else ""
-        lines.append(f"{'  ' * depth}- `{step['fact']}` = {format_value(step['value'])} "
-                     f"(from {step['source']}{derived})")
+        derived = [Span(", derived by rule "), code(step["derived_by"])] if step.get("derived_by") else []
+        lines.append(([code(step["fact"]), Span(f" = {format_value(step['value'])} (from {step['source']}"),
+                       *derived, Span(")")], depth))
         lines.extend(_how_facts(step.get("from_facts", []), depth + 1))
     return lines
 
 
-def how_markdown(how: How) -> str:
+def how_blocks(how: How) -> list[Block]:
     """How a cause was weighed: each rule, its contribution, the facts and their sources."""
-    out = [f"## How I concluded: {how.title}", f"Confidence now: **{_percent(how.confidence)}**"]
+    out: list[Block] = [Heading(2, f"How I concluded: {how.title}"),
+                        Paragraph([Span("Confidence now: "), bold(_percent(how.confidence))])]
     if not how.rules:
-        out.append("No rule has weighed on this cause yet.")
+        out.append(Paragraph("No rule has weighed on this cause yet."))
     for rule in how.rules:
         sign = "for" if rule["contribution"] > 0 else "against"
-        head = f"**{rule['description'] or rule['rule']}** — {abs(rule['contribution']):.2f} {sign}"
-        facts = "\n".join(_how_facts(rule["facts"]))
-        out.append(head + f"  \n*rule `{rule['rule']}` ({rule['defined_at']})*" + (f"\n\n{facts}" if facts else ""))
-    return "\n\n".join(out)
+        out.append(Paragraph([bold(rule["description"] or rule["rule"]),
+                              Span(f" — {abs(rule['contribution']):.2f} {sign}  \n"),
+                              em(f"rule `{rule['rule']}` ({rule['defined_at']})")]))
+        facts = _how_facts(rule["facts"])
+        if facts:
+            out.append(ItemList([text for text, _ in facts], depths=[depth for _, depth in facts]))
+    return out
+
+
+def why_blocks(why: Why) -> list[Block]:
+    """Why a question is asked: the causes each answer would move, now and after."""
+    out: list[Block] = [Heading(2, "Why I am asking"), Paragraph([em(why.text)])]
+    if not why.causes:
+        return out + [Paragraph("No leading cause depends on this answer any more.")]
+    answers = list(why.causes[0]["by_answer"])
+    labels = [f"if {a if a not in ('True', 'False') else format_value(a == 'True')}" for a in answers]
+    rows = [[c["title"], _percent(c["now"]), *(_percent(c["by_answer"].get(a, 0.0)) for a in answers)]
+            for c in why.causes]
+    return out + [Paragraph("The answer separates these causes (confidence now, and after each answer):"),
+                  Table(["Cause", "now", *labels], rows)]
+
+
+def plan_markdown(plan: Plan, titles: Mapping[str, str] | None = None, *, heading: str = "##",
+                  show_causes: bool = True) -> str:
+    """The fix plan as Markdown (see :func:`plan_blocks`)."""
+    return to_markdown(plan_blocks(plan, titles, level=len(heading), show_causes=show_causes))
+
+
+def diagnoses_markdown(diagnoses: list[Diagnosis], *, heading: str = "##") -> str:
+    """The ranked causes as Markdown (see :func:`diagnoses_blocks`)."""
+    return to_markdown(diagnoses_blocks(diagnoses, level=len(heading)))
+
+
+def how_markdown(how: How) -> str:
+    return to_markdown(how_blocks(how))
 
 
 def why_markdown(why: Why) -> str:
-    """Why a question is asked: the causes each answer would move, now and after."""
-    out = [f"## Why I am asking", f"*{why.text}*"]
-    if not why.causes:
-        out.append("No leading cause depends on this answer any more.")
-        return "\n\n".join(out)
-    out.append("The answer separates these causes (confidence now, and after each answer):")
-    answers = list(why.causes[0]["by_answer"])
-    header = "| Cause | now | " + " | ".join(f"if {a if a not in ('True', 'False') else format_value(a == 'True')}"
-                                            for a in answers) + " |"
-    rule = "|---|---|" + "---|" * len(answers)
-    rows = [
-        f"| {c['title']} | {_percent(c['now'])} | " + " | ".join(_percent(c["by_answer"].get(a, 0.0)) for a in answers) + " |"
-        for c in why.causes
-    ]
-    out.append("\n".join([header, rule, *rows]))
-    return "\n\n".join(out)
+    return to_markdown(why_blocks(why))
 
 
-def _answers_markdown(session: Session) -> str:
+# ------------------------------------------------------------------------------ a session
+def _probe_blocks(probes: Sequence[Mapping[str, Any]]) -> list[Block]:
+    lines: list[Inline] = []
+    for probe in probes:
+        status = probe.get("status", "")
+        if status not in ("ok", "failed") or not probe.get("findings"):
+            lines.append([code(probe["name"]), Span(f" {status}" + (f": {probe['detail']}" if probe.get("detail") else ""))])
+        lines += [[code(probe["name"]), Span(f" {finding}")] for finding in probe.get("findings", [])]
+    return [Heading(2, "Probes"), ItemList(lines)] if lines else []
+
+
+def _answers_blocks(session: Session) -> list[Block]:
     kb = session.doctor.kb
-    lines = []
-    for fact_id, value in session.answers().items():
+    lines: list[Inline] = []
+    for fact_id, value in [*session.answers().items(), *((f, None) for f in session.unknown)]:
         fact = kb.facts.get(fact_id)
         question = fact.question if fact and fact.question else fact_id
-        lines.append(f"- {question} **{format_value(value)}**")
-    for fact_id in session.unknown:
-        fact = kb.facts.get(fact_id)
-        question = fact.question if fact and fact.question else fact_id
-        lines.append(f"- {question} **don't know**")
-    return "\n".join(lines)
+        lines.append([Span(f"{question} "), bold("don't know" if value is None else format_value(value))])
+    return [Heading(2, "Answers"), ItemList(lines)] if lines else []
 
 
-def _given_markdown(session: Session) -> str:
-    parts = []
+def _given_blocks(session: Session) -> list[Block]:
+    out: list[Block] = []
     for text in session.texts:
         shown = text if len(text) <= MAX_TEXT_IN_REPORT else text[:MAX_TEXT_IN_REPORT] + "\n[...]"
-        if "\n" in shown.strip():
-            parts.append(_fence(shown.rstrip("\n").splitlines()))
+        out.append(Code(shown.rstrip("\n").splitlines()) if "\n" in shown.strip() else Quote(shown.strip()))
+    logs: list[Inline] = []
+    for log in session.logs:
+        line: list[Span] = [Span("log "), code(log.name), Span(f": {log.lines:,} lines")]
+        if log.hits:
+            line.append(Span("; recognised "))
+            for i, (signature, info) in enumerate(log.hits.items()):
+                line += [Span("; " if i else ""), code(signature), Span(f" ×{info['count']} (first at {info['first']})")]
         else:
-            parts.append("> " + shown.strip())
-    for log in session.logs:
-        hits = "; ".join(f"`{sig}` ×{info['count']} (first at {info['first']})" for sig, info in log.hits.items())
-        parts.append(f"- log `{log.name}`: {log.lines:,} lines" + (f"; recognised {hits}" if hits else "; nothing recognised"))
-    return "\n\n".join(parts)
+            line.append(Span("; nothing recognised"))
+        logs.append(line)
+    if logs:
+        out.append(ItemList(logs))
+    return [Heading(2, "What was reported"), *out] if out else []
 
 
-def _learn_session(redactor: Redactor, session: Session) -> None:
-    """Learn private names from what the user gave: descriptions, log lines, fact values."""
-    for text in session.texts:
-        redactor.learn(text)
-    for log in session.logs:
-        redactor.learn(log.name)
-        for info in log.hits.values():
-            redactor.learn(str(info.get("line", "")))
-            redactor.learn(" ".join(str(v) for v in (info.get("captures") or {}).values()))
-    for record in session.facts().values():
-        if record.source.kind != "rule" and isinstance(record.value, str):
-            redactor.learn(record.value)
+def _questions_blocks(session: Session, limit: int) -> list[Block]:
+    questions = session.questions(limit=limit)
+    if not questions:
+        return []
+    return [Heading(2, "Questions that would narrow it down"),
+            ItemList([[Span(f"{q.text}  "), code(f"--fact {q.id}=...")] for q in questions])]
 
 
-def session_markdown(session: Session, *, redact: bool = False, title: str = "nccl-doctor report") -> str:
-    """The whole session as one Markdown document (optionally redacted)."""
+def session_blocks(session: Session, *, hang_lines: Sequence[str] = (), probes: Sequence[Mapping[str, Any]] = (),
+                   brief: bool = False, title: str = "nccl-doctor report", empty_hint: str = "") -> list[Block]:
+    """Everything a report on this session shows. ``brief`` is the one-shot's terminal view:
+    no title, answers, transcript or fact table, and the short form of each diagnosis."""
     diagnoses = session.diagnoses()
-    titles = {d.id: d.title for d in diagnoses}
-    parts = [f"# {title}"]
-    top = diagnoses[0] if diagnoses else None
-    if top is not None:
-        parts.append(f"**Most likely:** {top.title} ({_percent(top.confidence)})")
-    parts.append(plan_markdown(session.plan(), titles))
-    parts.append(diagnoses_markdown(diagnoses))
-    answers = _answers_markdown(session)
-    if answers:
-        parts.append("## Answers\n\n" + answers)
-    given = _given_markdown(session)
-    if given:
-        parts.append("## What was reported\n\n" + given)
-    facts = session.facts()
-    if facts:
-        rows = [f"| `{name}` | {format_value(r.value)} | {r.source} |" for name, r in sorted(facts.items())]
-        parts.append("## Facts\n\n| Fact | Value | Source |\n|---|---|---|\n" + "\n".join(rows))
-    text = "\n\n".join(parts) + "\n"
+    out: list[Block] = [] if brief else [Heading(1, title)]
+    if diagnoses and not brief:
+        out.append(Paragraph([bold("Most likely:"), Span(f" {diagnoses[0].title} ({_percent(diagnoses[0].confidence)})")]))
+    if hang_lines:
+        out += [Heading(2, "Hang analysis"), ItemList(list(hang_lines))]
+    out += _probe_blocks(probes)
+    if diagnoses or not empty_hint:
+        out += diagnoses_blocks(diagnoses, brief=brief)
+        out += plan_blocks(session.plan(), {d.id: d.title for d in diagnoses})
+    else:
+        out.append(Paragraph(empty_hint))
+    out += _questions_blocks(session, limit=3)
+    if not brief:
+        out += _answers_blocks(session) + _given_blocks(session)
+        facts = session.facts()
+        if facts:
+            rows = [[[code(name)], format_value(r.value), str(r.source)] for name, r in sorted(facts.items())]
+            out += [Heading(2, "Facts"), Table(["Fact", "Value", "Source"], rows)]
+    return out
+
+
+def session_markdown(session: Session, *, redact: bool = False, title: str = "nccl-doctor report",
+                     hang_lines: Sequence[str] = (), probes: Sequence[Mapping[str, Any]] = (),
+                     hang: Mapping[str, Any] | None = None) -> str:
+    """The whole session as one Markdown document (optionally redacted); ``hang`` (the hang
+    analysis as data) only teaches the redaction which names are hosts."""
+    text = to_markdown(session_blocks(session, hang_lines=hang_lines, probes=probes, title=title)) + "\n"
     if redact:
-        redactor = Redactor()
-        _learn_session(redactor, session)
-        text = redactor(text)
-        text += "\n*Host names, IP addresses and secrets were redacted.*\n"
+        from .redaction import NOTE, session_redactor
+
+        text = session_redactor(session, hang, list(hang_lines), list(probes))(text) + "\n" + NOTE + "\n"
     return text
 
 
 def session_json(session: Session, *, redact: bool = False, indent: int | None = 2) -> str:
-    """:meth:`Session.report` as JSON text (optionally redacted)."""
-    data: Any = session.report()
-    if redact:
-        redactor = Redactor()
-        _learn_session(redactor, session)
-        data = redactor.data(data)
-        data["redacted"] = True
-    return json.dumps(data, ensure_ascii=False, indent=indent, sort_keys=False) + "\n"
+    """:func:`~nccl_doctor.contract.report_data` as JSON text."""
+    from .contract import report_data
+
+    return json.dumps(report_data(session, redact=redact), ensure_ascii=False, indent=indent, default=str) + "\n"
 
 
 def save_report(session: Session, path: str | Path, *, redact: bool = False) -> Path:
