@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +25,12 @@ def test_repository_root_holds_no_half_package():
 @pytest.mark.slow
 def test_plain_install_imports_from_the_repository_root(tmp_path):
     target = tmp_path / "site"
+    # build from a clean copy: pip builds in the source tree, and a stale build/ there would leak in
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".venv"))
     built = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
-         "--target", str(target), str(ROOT)],
+         "--target", str(target), str(source)],
         capture_output=True, text=True, timeout=300,
     )
     if built.returncode != 0:
