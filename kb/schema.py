@@ -59,6 +59,7 @@ AREAS = (
     "version",
     "resources",
     "platform",
+    "inference",
 )
 
 
