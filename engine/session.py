@@ -110,6 +110,8 @@ class Session:
         self._texts: list[str] = []
         self._logs: list[LogSummary] = []
         self._matches: list[dict[str, Any]] = []
+        self._hang: dict[str, Any] | None = None
+        self._hang_facts: list[FactRecord] = []
         self._state: Inference | None = None
 
     # ----------------------------------------------------------------- inputs
@@ -155,6 +157,39 @@ class Session:
         self._logs.append(summary)
         self._state = None
         return summary
+
+    def set_hang(self, hang: Mapping[str, Any] | None, *, facts: Mapping[str, tuple[Any, str]] | None = None,
+                 evidence: list[Any] | None = None) -> None:
+        """Keep the hang analysis of the logs read so far, as plain JSON data: the report (the
+        ``hang`` object of :meth:`report`), the facts it establishes (fact -> (value, "file:line"),
+        replacing those of the previous analysis) and the evidence it was drawn from, which
+        ``nccl_doctor.ingest`` reads back to analyse the next logs together with these."""
+        if hang is not None and not isinstance(hang, Mapping):
+            raise SessionError("a hang report is a JSON object")
+        records = []
+        for name, (value, where) in (facts or {}).items():
+            fact = self.doctor.kb.facts.get(name)
+            if fact is None:
+                continue
+            try:
+                records.append(FactRecord(name, coerce(value, fact.type, fact.choices), Source("log", str(where))))
+            except ValueProblem:
+                continue
+        self._hang = json.loads(json.dumps({"report": dict(hang) if hang is not None else None,
+                                            "evidence": list(evidence or [])}))
+        self._hang_facts = records
+        self._state = None
+
+    @property
+    def hang(self) -> dict[str, Any] | None:
+        """The hang analysis of the logs read so far, or None when they show no hang."""
+        report = (self._hang or {}).get("report")
+        return json.loads(json.dumps(report)) if report is not None else None
+
+    @property
+    def hang_evidence(self) -> list[Any]:
+        """What the last hang analysis was drawn from (plain data, for nccl_doctor.ingest)."""
+        return list((self._hang or {}).get("evidence", []))
 
     def answer(self, fact_id: str, value: object) -> None:
         """Answer a question (or change an earlier answer)."""
@@ -288,6 +323,7 @@ class Session:
             "facts": {name: record.to_dict() for name, record in sorted(self.facts().items())},
             "symptoms": self.symptom_matches,
             "logs": [s.to_dict() for s in self._logs],
+            **({"hang": self.hang} if self.hang is not None else {}),
         }
 
     # ------------------------------------------------------------ persistence
@@ -304,6 +340,9 @@ class Session:
             "texts": list(self._texts),
             "logs": [s.to_dict() for s in self._logs],
             "matches": list(self._matches),
+            **({"hang": {**self._hang, "facts": [
+                {"name": r.name, "value": r.value, "detail": r.source.detail} for r in self._hang_facts]}}
+               if self._hang is not None else {}),
         }
 
     def to_json(self) -> str:
@@ -326,6 +365,9 @@ class Session:
         session._texts = saved.texts
         session._matches = saved.matches
         session._logs = [LogSummary(name=name, lines=lines, hits=hits) for name, lines, hits in saved.logs]
+        if saved.hang is not None:
+            session._hang = {"report": saved.hang.report, "evidence": saved.hang.evidence}
+            session._hang_facts = saved.hang.facts
         return session
 
     # --------------------------------------------------------------- helpers
@@ -386,7 +428,7 @@ class Session:
 
     def _base(self) -> dict[str, FactRecord]:
         best: dict[str, FactRecord] = {}
-        for record in self._assertions:
+        for record in [*self._assertions, *self._hang_facts]:
             current = best.get(record.name)
             if current is None:
                 best[record.name] = record

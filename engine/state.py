@@ -18,7 +18,7 @@ from ..kb.artifact import KnowledgeBase
 from .memory import SOURCE_PRIORITY, FactRecord, Source
 from .values import ValueProblem, coerce
 
-__all__ = ["STATE_FORMAT", "STATE_VERSION", "SavedState", "read_state", "MAX_STATE_ITEMS"]
+__all__ = ["STATE_FORMAT", "STATE_VERSION", "SavedState", "SavedHang", "read_state", "MAX_STATE_ITEMS"]
 
 STATE_FORMAT = "nccl-doctor-session"
 STATE_VERSION = 1
@@ -26,6 +26,16 @@ MAX_STATE_ITEMS = 10_000     # entries in any one list or map of a state
 MAX_TEXT_CHARS = 200_000     # one text (the same limit as Session.tell)
 MAX_SHORT_CHARS = 8_192      # names, details, captured values, log lines
 MAX_COUNT = 10**15           # line and hit counters
+
+
+@dataclass
+class SavedHang:
+    """The hang analysis a state carries: its report, the evidence it was drawn from (plain
+    data that ``nccl_doctor.ingest`` checks when it reads it back) and the facts it set."""
+
+    report: dict[str, Any] | None
+    evidence: list[dict[str, Any]]
+    facts: list[FactRecord]
 
 
 @dataclass
@@ -37,6 +47,7 @@ class SavedState:
     texts: list[str] = field(default_factory=list)
     logs: list[tuple[str, int, dict[str, dict[str, Any]]]] = field(default_factory=list)
     matches: list[dict[str, Any]] = field(default_factory=list)
+    hang: SavedHang | None = None
 
 
 def read_state(kb: KnowledgeBase, text: str | bytes | Mapping[str, Any],
@@ -75,7 +86,25 @@ def read_state(kb: KnowledgeBase, text: str | bytes | Mapping[str, Any],
             out.matches.append({"symptom": symptom,
                                 "phrase": _str(match.get("phrase", ""), f"matches[{i}].phrase", MAX_SHORT_CHARS),
                                 "score": _unit(match.get("score"), f"matches[{i}].score", zero=True)})
+    if data.get("hang") is not None:
+        out.hang = _hang(kb, _map(data["hang"], "hang"), allowed)
     return out
+
+
+def _hang(kb: KnowledgeBase, hang: dict, allowed: set[str]) -> SavedHang:
+    report = hang.get("report")
+    if report is not None:
+        report = _map(report, "hang.report")
+    evidence = [_map(item, f"hang.evidence[{i}]") for i, item in enumerate(_items(hang, "evidence"))]
+    facts = []
+    for i, item in enumerate(_items(hang, "facts")):
+        where = f"hang.facts[{i}]"
+        fact = _map(item, where)
+        record = _assertion(kb, {"name": fact.get("name"), "value": fact.get("value"),
+                                 "source": {"kind": "log", "detail": fact.get("detail", "")}}, where, allowed)
+        if record is not None:
+            facts.append(record)
+    return SavedHang(report, evidence, facts)
 
 
 def _assertion(kb: KnowledgeBase, item: dict, where: str, allowed: set[str]) -> FactRecord | None:

@@ -4,7 +4,7 @@ and the kernel (Xid), one file per rank or one interleaved file."""
 from __future__ import annotations
 
 from nccl_doctor.forensics import analyze_paths
-from nccl_doctor.forensics.scan import scan_file
+from nccl_doctor.ingest import read_file
 
 WD = ("[rank{r}]:[E1109 16:{m}:20.222288244 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
       "timeout: WorkNCCL(SeqNum={s}, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for 600038 "
@@ -84,8 +84,12 @@ def test_interleaved_nccl_file_with_hosts_and_opcount(tmp_path):
                 continue  # rank 3 stops issuing collectives
             lines.append(f"{h}:{pid}:{pid + 5} [{r % 2}] NCCL INFO AllReduce: opCount {op:x} sendbuff 0x7f00 "
                          f"recvbuff 0x7f00 count 1024 datatype 7 op 0 root 0 comm 0x55d{r} [nranks=4] stream 0x1")
-    path = _write(tmp_path / "job.log", "\n".join(lines) + "\n")
-    d = analyze_paths([path]).to_dict()
+    quiet = _write(tmp_path / "quiet.log", "\n".join(lines) + "\n")
+    # positions alone are no hang: a log cut at any moment has ranks a collective apart
+    assert analyze_paths([quiet]).to_dict() is None and analyze_paths([quiet]).facts() == {}
+    for r in range(3):  # the three ranks that went on time out in the collective rank 3 never joined
+        lines.append(WD.format(r=r, m="13", s=38, op="ALLREDUCE", n=1024, e=40, c=37).split("\n")[0])
+    d = analyze_paths([_write(tmp_path / "job.log", "\n".join(lines) + "\n")]).to_dict()
     assert d["missing_ranks"] == [3] and d["culprit"]["hosts"] == ["gpu-b-7"]
     assert d["seq"] == 39 and d["op"] == "AllReduce"
 
@@ -105,8 +109,8 @@ def test_chunk_boundaries_do_not_change_results(tmp_path):
     with open(big, "w") as f:
         for p in files:
             f.write(open(p).read())
-    a = scan_file(str(big))
-    b = scan_file(str(big), chunk_size=97)
+    a = read_file(str(big)).scan
+    b = read_file(str(big), chunk_bytes=97).scan
     key = lambda sc: sorted((s.rank, s.pgs["1"].enqueued, s.pgs["1"].stuck_seq, s.pgs["1"].loc) for s in sc.streams)
     assert key(a) == key(b) and a.lines == b.lines
 

@@ -119,51 +119,55 @@ def _parse_fact(session: Any, spec: str) -> None:
         raise UsageError(f"--fact {spec!r}: {exc}") from None
 
 
-def _add_logs(session: Any, args: list[str]) -> tuple[list[str], dict | None, list[str]]:
-    """Scan every log into the session; return the files, the hang analysis and its lines."""
-    from .logs import LogProblem, expand_log_args, read_lines
-
+def _add_logs(session: Any, args: list[str]) -> Any:
+    """Read every log into the session (nccl_doctor.ingest); the IngestResult, None without logs.
+    Skipped files and a partial read are said on stderr, one line each."""
     if not args:
-        return [], None, []
+        return None
+    from .ingest import ingest_paths
+    from .logs import LogProblem
+
+    progress = _ProgressLine() if sys.stderr.isatty() else None
     try:
-        files = expand_log_args(args)
+        result = ingest_paths(session, args, progress=progress)
     except LogProblem as exc:
         raise UsageError(str(exc)) from None
-    from .forensics.frdump import looks_like_dump
-    from .scanner import LineFilter, scan_file
-
-    line_filter = LineFilter(session.doctor.compiled)
-    for path in files:
-        try:
-            if path != "-" and _is_dump(path, looks_like_dump):
-                continue  # Flight Recorder dumps go to the hang analysis only
-            if path == "-":
-                session.add_log(read_lines(path), name="stdin")
-            else:
-                lines, hits, counts = scan_file(session.doctor.compiled, path, line_filter)
-                session.add_hits(path, lines, hits, counts)
-        except LogProblem as exc:
-            raise UsageError(str(exc)) from None
-    hang, lines = None, []
-    real = [f for f in files if f != "-"]
-    if real:
-        from .forensics import analyze_paths
-
-        report = analyze_paths(real)
-        for fact, (value, detail) in report.facts().items():
-            if fact in session.doctor.kb.facts:
-                session.set_fact(fact, value, source="log", detail=detail)
-        hang = report.to_dict()
-        lines = report.summary_lines()
-    return files, hang, lines
+    finally:
+        if progress is not None:
+            progress.clear()
+    for skipped in result.skipped[:20]:
+        print(f"diagnose: skipped {skipped}", file=sys.stderr)
+    if len(result.skipped) > 20:
+        print(f"diagnose: skipped {len(result.skipped) - 20} more files", file=sys.stderr)
+    if result.partial:
+        print(f"diagnose: partial result: {'; '.join(result.partial_reasons[:3])}", file=sys.stderr)
+    return result
 
 
-def _is_dump(path: str, looks_like_dump: Any) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return looks_like_dump(handle.read(4096)) is not None
-    except OSError:
-        return False
+class _ProgressLine:
+    """Bytes read, rate and time left on stderr, for logs over 200 MB (never on stdout)."""
+
+    MIN_BYTES = 200 << 20
+
+    def __init__(self) -> None:
+        self.shown = 0.0
+        self.used = False
+
+    def __call__(self, p: Any) -> None:
+        import time
+
+        if (p.total_bytes or 0) < self.MIN_BYTES or time.monotonic() - self.shown < 0.25:
+            return
+        self.shown, self.used = time.monotonic(), True
+        eta = f", {p.eta:.0f} s left" if p.eta is not None else ""
+        sys.stderr.write(f"\rreading logs: {p.done_bytes / 2**20:,.0f} of {p.total_bytes / 2**20:,.0f} MB, "
+                         f"{p.rate / 2**20:,.0f} MB/s{eta}   ")
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        if self.used:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
 
 
 def _run_probes(session: Any, names: list[str], deadline: float, quiet: bool) -> list[dict]:
@@ -265,7 +269,9 @@ def _one_shot(argv: list[str]) -> int:
     for spec in opts.fact:
         _parse_fact(session, spec)
     _load_reports(session, opts.facts)
-    _, hang, hang_lines = _add_logs(session, opts.log)
+    ingest = _add_logs(session, opts.log)
+    hang = session.hang  # the session owns the hang analysis of every log read into it
+    hang_lines = ingest.hang_lines if ingest is not None else []
     probes = []
     if opts.probe is not None:
         probes = _run_probes(session, opts.probe, opts.probe_deadline, quiet=opts.json)
@@ -277,7 +283,8 @@ def _one_shot(argv: list[str]) -> int:
     if opts.json:
         from .contract import report_data
 
-        data = report_data(session, hang=hang, probes=probes, redact=bool(opts.redact))
+        data = report_data(session, hang=hang, probes=probes, redact=bool(opts.redact),
+                           ingest=ingest.to_dict() if ingest is not None else None)
         json.dump(data, sys.stdout, ensure_ascii=False, indent=1, default=str)
         sys.stdout.write("\n")
     elif opts.markdown:

@@ -12,14 +12,17 @@ __all__ = ["report_data"]
 
 
 def report_data(session: Any, *, hang: Mapping[str, Any] | None = None,
-                probes: Iterable[Mapping[str, Any]] | None = None, redact: bool = False) -> dict[str, Any]:
-    """:meth:`Session.report` with the hang analysis and probe results when there are any,
-    optionally redacted (then ``"redacted": true``)."""
+                probes: Iterable[Mapping[str, Any]] | None = None, redact: bool = False,
+                ingest: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """:meth:`Session.report` with the hang analysis, probe results and what reading the logs
+    read and skipped (``ingest``) when there are any, optionally redacted (then ``"redacted": true``)."""
     data: dict[str, Any] = session.report()
     if hang is not None:
         data["hang"] = dict(hang)
     if probes:
         data["probes"] = list(probes)
+    if ingest is not None:
+        data["ingest"] = dict(ingest)
     if redact:
         from .redaction import session_redactor
 

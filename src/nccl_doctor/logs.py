@@ -1,24 +1,37 @@
-"""Reading the logs users hand over: streamed, never whole, whatever their encoding.
+"""Where log bytes come from: each file opened once, sniffed once, read once in whole-line chunks.
 
-Handles plain files, ``-`` (stdin), directories and globs; CRLF and ANSI colours are handled by
-the engine's line cleaner; bytes that are not UTF-8 are replaced; a file that looks binary is
-refused with a clear message instead of being scanned.
+A source is a file, ``-`` (stdin) or text already in memory. :func:`open_source` opens a file and
+looks at its first bytes once: binary files and zstd archives are refused with a reason, gzip is
+decompressed as it streams, Flight Recorder dumps are recognised. :func:`chunks` then hands out
+big chunks of whole lines, each with a few KB of the lines around it for records that span lines,
+so that every consumer reads the same bytes and none reads the file again. Lines longer than
+:data:`MAX_LINE_BYTES` keep their head; the rest of such a line is dropped unread into memory.
+
+FIFOs, devices and pseudo-files that may never end (``/proc/kmsg``) are read while data keeps
+coming and closed after :data:`IDLE_SECONDS` of silence, said to be partial. Expanding paths,
+directories and globs is :mod:`nccl_doctor.log_paths`' job.
 """
 from __future__ import annotations
 
-import glob
 import os
+import select
+import stat
 import sys
-from collections.abc import Iterator
-from pathlib import Path
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 from .errors import LogProblem
 
-__all__ = ["LogProblem", "expand_log_args", "read_lines", "looks_binary", "CHUNK_BYTES", "MAX_LINE_BYTES"]
+__all__ = ["LogProblem", "Source", "Chunk", "open_source", "text_source", "stdin_source", "chunks",
+           "looks_binary", "CHUNK_BYTES", "MAX_LINE_BYTES", "CONTEXT_BYTES", "IDLE_SECONDS"]
 
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 8 << 20
 MAX_LINE_BYTES = 64 << 10
-_LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ""}
+CONTEXT_BYTES = 8 << 10  # lines kept before and after each chunk for multi-line records
+IDLE_SECONDS = 2.0  # a FIFO or device silent this long is taken to have said all it will
+HEAD_BYTES = 64 << 10
+_GZIP, _ZSTD = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
 
 
 def looks_binary(head: bytes) -> bool:
@@ -31,86 +44,344 @@ def looks_binary(head: bytes) -> bool:
     return text_like / min(len(head), 8192) < 0.85
 
 
-def expand_log_args(args: list[str]) -> list[str]:
-    """Turn ``--log`` arguments (files, ``-``, directories, globs) into a sorted file list.
+@dataclass
+class Source:
+    """One opened input: its first bytes (already read, decompressed) and a reader for the rest."""
 
-    A directory contributes its regular files (recursively, skipping hidden ones); a glob its
-    matches. Raises :class:`LogProblem` for an argument that names nothing.
-    """
-    out: list[str] = []
-    for arg in args:
-        if arg == "-":
-            out.append(arg)
-            continue
-        path = Path(arg)
-        if path.is_dir():
-            found = sorted(
-                str(p) for p in path.rglob("*")
-                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )
-            if not found:
-                raise LogProblem(f"{arg}: directory has no files")
-            out.extend(found)
-        elif path.exists():
-            if not path.is_file():
-                raise LogProblem(f"{arg}: not a regular file")
-            out.append(str(path))
-        elif any(ch in arg for ch in "*?["):
-            matches = sorted(p for p in glob.glob(arg, recursive=True) if os.path.isfile(p))
-            if not matches:
-                raise LogProblem(f"{arg}: no file matches this pattern")
-            out.extend(matches)
-        else:
-            raise LogProblem(f"{arg}: no such file")
-    return list(dict.fromkeys(out))
+    name: str  # how evidence names it: the path, "stdin", or the name given with the text
+    kind: str  # "log" or "dump" (a Flight Recorder dump: pickle or JSON)
+    head: bytes
+    read: Callable[[int], bytes]  # the next bytes after ``head``; b"" at the end
+    size: int | None = None  # bytes on disk (compressed size for .gz), for progress
+    position: Callable[[], int] = field(default=lambda: 0)  # bytes consumed on disk so far
+    endless: bool = False  # a FIFO, device or pseudo-file: stopped after IDLE_SECONDS of silence
+    stopped: str | None = None  # why reading stopped before the end, once it has
+    close: Callable[[], None] = field(default=lambda: None)
+    readinto: Callable[[memoryview], int] | None = None  # fills a buffer (no copy), where the source can
 
 
-def read_lines(path: str) -> Iterator[str]:
-    """Yield decoded lines of a file (or stdin for ``-``), streaming in chunks.
+class _Idle(Exception):
+    pass
 
-    Lines longer than :data:`MAX_LINE_BYTES` are cut. Raises :class:`LogProblem` when the file
-    cannot be opened or looks binary.
-    """
-    if path == "-":
-        stream = sys.stdin.buffer
-        close = False
-    else:
-        try:
-            stream = open(path, "rb")  # noqa: SIM115 - closed below
-        except OSError as exc:
-            raise LogProblem(f"{path}: cannot open: {exc.strerror or exc}") from None
-        close = True
+
+def open_source(path: str) -> Source:
+    """Open a file once and sniff it. Raises :class:`LogProblem` naming the file and the reason
+    it cannot be read (permission, binary content, zstd, not a file)."""
     try:
-        first = True
-        pending = b""
-        while True:
-            chunk = stream.read(CHUNK_BYTES)
-            if first:
-                first = False
-                if looks_binary(chunk):
-                    raise LogProblem(f"{path}: looks like a binary file, not a text log")
-            if not chunk:
+        handle = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by Source.close
+    except OSError as exc:
+        raise LogProblem(f"{path}: cannot open: {_why(exc)}") from None
+    try:
+        info = os.fstat(handle.fileno())
+        regular = stat.S_ISREG(info.st_mode)
+        if not (regular or stat.S_ISFIFO(info.st_mode) or stat.S_ISCHR(info.st_mode)):
+            raise LogProblem(f"{path}: not a regular file")
+        endless = not regular or (info.st_size == 0 and _pseudo(path))
+        raw_read = _idle_reader(handle.fileno(), IDLE_SECONDS) if endless else handle.read
+        source = _sniffed(path, raw_read, info.st_size if regular and not endless else None,
+                          lambda: handle.tell() if regular else 0, endless, handle.close)
+        if regular and not endless and source.read is raw_read:
+            source.readinto = handle.readinto
+    except LogProblem:
+        handle.close()
+        raise
+    except OSError as exc:
+        handle.close()
+        raise LogProblem(f"{path}: cannot read: {_why(exc)}") from None
+    return source
+
+
+def stdin_source() -> Source:
+    """Standard input (``--log -``), read in full chunks until it ends (Ctrl-C stops it)."""
+    stream = sys.stdin.buffer
+    consumed = [0]
+
+    def read(n: int) -> bytes:
+        data = stream.read(n)
+        consumed[0] += len(data)
+        return data
+
+    def readinto(buffer: memoryview) -> int:
+        got = stream.readinto(buffer) or 0  # a buffered reader fills it whole unless the input ends
+        consumed[0] += got
+        return got
+
+    _wider_pipe(stream)
+    source = _sniffed("stdin", read, None, lambda: consumed[0], False, lambda: None)
+    if source.read is read:
+        source.readinto = readinto
+    return source
+
+
+def _wider_pipe(stream) -> None:
+    """Ask Linux for a 1 MB pipe buffer: fewer, larger reads of a piped log."""
+    try:
+        import fcntl
+
+        fd = stream.fileno()
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except (OSError, ValueError, AttributeError, ImportError):
+        pass
+
+
+def text_source(text: str | bytes, name: str = "log") -> Source:
+    """Text already in memory (an upload, a paste): read like a file, never refused as binary."""
+    data = text.encode("utf-8", "replace") if isinstance(text, str) else bytes(text)
+    view = memoryview(data)
+    at = [HEAD_BYTES]
+
+    def read(n: int) -> bytes:
+        piece = bytes(view[at[0]:at[0] + n])
+        at[0] += len(piece)
+        return piece
+
+    return Source(name=name, kind="log", head=data[:HEAD_BYTES], read=read, size=len(data),
+                  position=lambda: min(at[0], len(data)))
+
+
+def _sniffed(name: str, raw_read: Callable[[int], bytes], size: int | None, position: Callable[[], int],
+             endless: bool, close: Callable[[], None]) -> Source:
+    from .forensics.frdump import looks_like_dump
+
+    source = Source(name=name, kind="log", head=b"", read=raw_read, size=size, position=position,
+                    endless=endless, close=close)
+    try:
+        head = raw_read(HEAD_BYTES)
+    except _Idle:
+        head, source.stopped = b"", f"no data for {IDLE_SECONDS:g} s"
+    if head.startswith(_ZSTD):
+        raise LogProblem(f"{name}: compressed with zstd; decompress it first (zstd -d)")
+    if head.startswith(_GZIP):
+        source.read = _gunzip(head, raw_read, name)
+        head = source.read(HEAD_BYTES)
+    source.head = head
+    kind = looks_like_dump(head)
+    if kind:
+        source.kind = "dump"
+    elif looks_binary(head):
+        raise LogProblem(f"{name}: looks like a binary file, not a text log")
+    return source
+
+
+def _gunzip(head: bytes, raw_read: Callable[[int], bytes], name: str) -> Callable[[int], bytes]:
+    """A reader of the decompressed bytes, producing at most ``n`` bytes per call, so that a small
+    archive that expands enormously never sits in memory whole. Concatenated members are read on."""
+    state = {"d": zlib.decompressobj(zlib.MAX_WBITS | 32), "input": head}
+
+    def read(n: int) -> bytes:
+        parts, got = [], 0
+        while got < n:
+            d = state["d"]
+            data, state["input"] = d.unconsumed_tail or state["input"], b""
+            if not data:
+                data = raw_read(CHUNK_BYTES)
+                if not data:
+                    break
+            try:
+                piece = d.decompress(data, n - got)
+            except zlib.error as exc:
+                raise LogProblem(f"{name}: damaged gzip data: {exc}") from None
+            parts.append(piece)
+            got += len(piece)
+            if d.eof:
+                state["d"], state["input"] = zlib.decompressobj(zlib.MAX_WBITS | 32), d.unused_data
+        return b"".join(parts)
+
+    return read
+
+
+def _idle_reader(fd: int, idle: float) -> Callable[[int], bytes]:
+    """Read what a FIFO or device offers; raise :class:`_Idle` after ``idle`` seconds of silence."""
+    def read(n: int) -> bytes:
+        out = bytearray()
+        wait = idle
+        while len(out) < n:
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                if out:
+                    break
+                raise _Idle()
+            piece = os.read(fd, n - len(out))
+            if not piece:
                 break
-            data = pending + chunk
-            lines = data.split(b"\n")
-            pending = lines.pop()
-            for raw in lines:
-                yield raw[:MAX_LINE_BYTES].decode("utf-8", "replace")
-            if len(pending) > MAX_LINE_BYTES:
-                # A line with no end in sight: keep its head, drop the rest until a newline.
-                yield pending[:MAX_LINE_BYTES].decode("utf-8", "replace")
-                pending = b""
-                while True:
-                    chunk = stream.read(CHUNK_BYTES)
-                    if not chunk:
+            out += piece
+            wait = 0.05  # keep gathering while the writer keeps writing
+        return bytes(out)
+
+    return read
+
+
+def _pseudo(path: str) -> bool:
+    """Files of /proc and /sys report size 0 and some never end (``/proc/kmsg``)."""
+    real = os.path.realpath(path)
+    return real.startswith(("/proc/", "/sys/", "/dev/"))
+
+
+def _why(exc: OSError) -> str:
+    return (exc.strerror or str(exc)).lower() if exc.errno else str(exc)
+
+
+@dataclass
+class Chunk:
+    """Whole lines ``data[start:end]`` of a source, with up to :data:`CONTEXT_BYTES` of the lines
+    before and after them in ``data`` (read them, never report them: the next chunk owns them)."""
+
+    data: bytes | bytearray
+    start: int
+    end: int
+    first_line: int  # line number of data[start]
+    offset: int  # byte offset of data[start] in the (decompressed) stream
+    lines: int = 0  # newlines in data[start:end]
+
+    def line_of(self, pos: int) -> int:
+        """Line number of the line holding ``pos`` (counts newlines: call it for few positions)."""
+        return self.first_line + self.data.count(b"\n", self.start, pos)
+
+
+def chunks(source: Source, *, chunk_bytes: int = CHUNK_BYTES, keep: int = 0) -> Iterator[Chunk]:
+    """Whole-line chunks of a source, each byte read once. A chunk is handed out only once the
+    lines after it are read too (its look-ahead), except at the end.
+
+    The caller may hold on to its last ``keep`` chunks; older chunks' buffers are reused for
+    reading (no allocation, no page faults per chunk), so their ``data`` must not be used after.
+    Big sources are read ahead by a thread (reading and counting lines while the caller scans
+    the previous chunk). At the end ``source.stopped`` says why reading stopped early (a FIFO
+    that went quiet), if it did; a read error raises LogProblem."""
+    if source.readinto is not None and chunk_bytes >= 1 << 20 and (source.size is None or source.size > chunk_bytes):
+        return _read_ahead(_chunks(source, chunk_bytes, keep + 2 + _AHEAD))
+    return _chunks(source, chunk_bytes, keep + 2)
+
+
+_AHEAD = 2  # chunks a reading thread may have ready before the caller takes them
+
+
+def _read_ahead(produce: Iterator[Chunk]) -> Iterator[Chunk]:
+    """The items of a generator, produced by a thread up to :data:`_AHEAD` ahead (the thread
+    spends its time in read() and counting, which leave the interpreter free for the caller)."""
+    import queue
+    import threading
+
+    ready: queue.Queue = queue.Queue(maxsize=_AHEAD)
+    stop = threading.Event()
+    done = object()
+
+    def run() -> None:
+        try:
+            for item in produce:
+                while not stop.is_set():
+                    try:
+                        ready.put(item, timeout=0.1)
                         break
-                    cut = chunk.find(b"\n")
-                    if cut >= 0:
-                        pending = chunk[cut + 1:]
-                        break
-                # continue the outer loop with what follows the newline
-        if pending:
-            yield pending[:MAX_LINE_BYTES].decode("utf-8", "replace")
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            item = done
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+            item = exc
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    worker = threading.Thread(target=run, daemon=True, name="log-reader")
+    worker.start()
+    try:
+        while True:
+            item = ready.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
     finally:
-        if close:
-            stream.close()
+        stop.set()
+        worker.join(timeout=1.0)
+
+
+def _chunks(source: Source, chunk_bytes: int, slots: int) -> Iterator[Chunk]:
+    look = min(CONTEXT_BYTES, max(1, chunk_bytes // 2))
+    pending, skip, line, offset = b"", 0, 1, 0
+    head = memoryview(source.head)
+    ring: list[bytearray] = []
+    while True:
+        if head:  # the bytes read when the source was sniffed come first
+            more, head = head[:chunk_bytes], head[chunk_bytes:]
+            data, ended = bytes(pending) + bytes(more), False
+        else:
+            data = _read_after(source, pending, chunk_bytes, ring, slots)
+            ended = len(data) == len(pending)
+        if ended:
+            cut = len(data)
+        else:
+            cut = data.rfind(b"\n", skip, max(skip, len(data) - look)) + 1
+            if cut <= skip:  # no whole line with enough after it yet
+                if data.find(b"\n", skip) < 0 and len(data) - skip > MAX_LINE_BYTES:
+                    data, ended = _cut_long_line(source, data, skip, chunk_bytes)
+                    cut = len(data) if ended else data.rfind(b"\n") + 1
+                else:
+                    pending = bytes(data)
+                    continue
+        lines = data.count(b"\n", skip, cut)
+        if cut > skip:
+            yield Chunk(data, skip, cut, line, offset, lines)
+        if ended:
+            return
+        line += lines
+        offset += cut - skip
+        keep_from = data.rfind(b"\n", 0, max(0, cut - look)) + 1
+        pending, skip = bytes(data[keep_from:]), cut - keep_from
+
+
+def _read_after(source: Source, pending: bytes, n: int, ring: list[bytearray], slots: int) -> bytes | bytearray:
+    """``pending`` followed by up to ``n`` more bytes of the source, read straight into a buffer
+    (one of ``slots`` buffers used in turn, when the source can fill a buffer itself)."""
+    if source.readinto is None:
+        more = _read(source, n)
+        return pending + more if pending else more
+    size = len(pending) + n
+    if n < (1 << 20) or len(ring) < slots:
+        buffer = bytearray(size)
+        if n >= (1 << 20):
+            ring.append(buffer)
+    else:
+        buffer = ring.pop(0)
+        ring.append(buffer)
+        if len(buffer) > size:  # within its allocation: no copy either way
+            del buffer[size:]
+        elif len(buffer) < size:
+            buffer.extend(bytes(size - len(buffer)))
+    buffer[:len(pending)] = pending
+    with memoryview(buffer) as view, view[len(pending):] as free:
+        try:
+            got = source.readinto(free) or 0
+        except OSError as exc:
+            raise LogProblem(f"{source.name}: cannot read: {_why(exc)}") from None
+    if got < n:
+        del buffer[len(pending) + got:]
+    return buffer
+
+
+def _read(source: Source, n: int) -> bytes:
+    try:
+        return source.read(n)
+    except _Idle:
+        source.stopped = f"no more data for {IDLE_SECONDS:g} s (a stream that does not end)"
+        return b""
+    except OSError as exc:
+        raise LogProblem(f"{source.name}: cannot read: {_why(exc)}") from None
+
+
+def _cut_long_line(source: Source, data: bytes, skip: int, chunk_bytes: int) -> tuple[bytes, bool]:
+    """A line with no end in sight: keep its head, drop the rest up to its newline."""
+    head = data[:skip + MAX_LINE_BYTES] + b"\n"
+    while True:
+        more = _read(source, chunk_bytes)
+        if not more:
+            return head, True
+        cut = more.find(b"\n")
+        if cut >= 0:
+            return head + more[cut + 1:], False

@@ -1,239 +1,171 @@
-"""Fast signature scanning of log files: big binary chunks, a multi-literal prefilter, and
-Python regexes only on the few lines that contain a signature's needle.
+"""The KB's log signatures over chunks of a log: Python regexes only on lines holding a needle.
 
-The prefilter uses hyperscan when it is installed (``pip install 'nccl-doctor[fast]'``) and one
-compiled alternation of the needles with Python's ``re`` otherwise. Memory stays bounded by the
-chunk size whatever the file size.
+A :class:`SignatureTable` is the KB's signatures as plain, picklable data (so worker processes can
+rebuild it) plus their regexes. A :class:`SignatureScanner` takes the chunks one reader hands out
+and the prefilter's candidate lines, and keeps the first hit of each signature and how many lines
+each matched; only first hits become objects, so memory stays flat on any log.
 """
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .engine.compiled import CompiledKB
 from .engine.matching import LAST_ERROR, SignatureHit, clean_line, last_error_line
-from .logs import CHUNK_BYTES, MAX_LINE_BYTES, LogProblem, looks_binary
+from .logs import MAX_LINE_BYTES, Chunk
+from .prefilter import Needles, Span
 
-__all__ = ["LineFilter", "scan_file", "backend_name"]
-
-
-@dataclass(frozen=True)
-class _Sig:
-    id: str
-    regexes: dict  # the KB's lazily compiled signature regexes
-    needles: tuple[bytes, ...]
-    caseless: bool
-
-    @property
-    def regex(self) -> re.Pattern[str]:
-        return self.regexes[self.id]
-
-
-class LineFilter:
-    """Finds the lines of a byte buffer that contain any signature needle."""
-
-    def __init__(self, ckb: CompiledKB, *, use_hyperscan: bool = True):
-        self.sigs: list[_Sig] = []
-        self.always: list[_Sig] = []  # signatures without needles run on every line
-        for sig in ckb.kb.signatures.values():
-            entry = _Sig(sig.id, ckb.signature_regexes, tuple(n.encode() for n in sig.needles), sig.ignore_case)
-            (self.sigs if sig.needles else self.always).append(entry)
-        self.by_needle: dict[bytes, list[_Sig]] = defaultdict(list)
-        for sig in self.sigs:
-            for needle in sig.needles:
-                entry = self.by_needle[needle.lower() if sig.caseless else needle]
-                if sig not in entry:
-                    entry.append(sig)
-        self.needles = list(self.by_needle)
-        caseless = {n for s in self.sigs if s.caseless for n in s.needles}
-        self._hs = _hyperscan_db(self.needles, caseless) if use_hyperscan else None
-        parts = []
-        for needle in self.needles:
-            caseless = any(s.caseless for s in self.by_needle[needle])
-            parts.append(b"(?i:" + re.escape(needle) + b")" if caseless else re.escape(needle))
-        self._regex = re.compile(b"|".join(parts)) if parts else None
-
-    def candidate_spans(self, buf: bytes) -> list[tuple[int, int, tuple[int, ...] | None]]:
-        """Sorted (start, end, needle ids) of whole lines in ``buf`` that contain a needle.
-
-        The needle ids are known with hyperscan; None means "test every needle"."""
-        if self.always:
-            spans, start = [], 0
-            while start < len(buf):
-                end = buf.find(b"\n", start)
-                end = len(buf) if end < 0 else end
-                spans.append((start, end, None))
-                start = end + 1
-            return spans
-        if self._hs is not None:
-            found: list[tuple[int, int]] = []
-            self._hs.scan(buf, match_event_handler=lambda nid, _f, to, _fl, _ctx: found.append((to, nid)))
-            found.sort()
-            return _lines_at(buf, found)
-        spans = []
-        regex = self._regex
-        if regex is None:
-            return spans
-        pos = 0
-        while True:
-            hit = regex.search(buf, pos)
-            if not hit:
-                return spans
-            start = buf.rfind(b"\n", 0, hit.start()) + 1
-            end = buf.find(b"\n", hit.end())
-            end = len(buf) if end < 0 else end
-            spans.append((start, end, None))
-            pos = end + 1
-
-    def signatures_for(self, line: bytes, needle_ids: tuple[int, ...] | None = None) -> list[_Sig]:
-        """The signatures worth trying on a candidate line."""
-        if self.always:
-            return self.sigs + self.always
-        if needle_ids is not None:
-            if len(needle_ids) == 1:
-                return self.by_needle[self.needles[needle_ids[0]]]
-            out: dict[str, _Sig] = {}
-            for nid in needle_ids:
-                for sig in self.by_needle[self.needles[nid]]:
-                    out.setdefault(sig.id, sig)
-            return list(out.values())
-        lowered = None
-        out_list: list[_Sig] = []
-        seen: set[str] = set()
-        for needle, sigs in self.by_needle.items():
-            if needle in line or (any(s.caseless for s in sigs) and needle in (lowered := lowered or line.lower())):
-                for sig in sigs:
-                    if sig.id not in seen:
-                        seen.add(sig.id)
-                        out_list.append(sig)
-        return out_list
-
-
-def _lines_at(buf: bytes, found: list[tuple[int, int]]) -> list[tuple[int, int, tuple[int, ...]]]:
-    """Group (match end, needle id) pairs into the lines that hold them."""
-    spans: list[tuple[int, int, tuple[int, ...]]] = []
-    start = end = -1
-    ids: list[int] = []
-    for pos, nid in found:
-        if pos - 1 <= end and start >= 0:
-            if nid not in ids:
-                ids.append(nid)
-            continue
-        if start >= 0:
-            spans.append((start, end, tuple(ids)))
-        start = buf.rfind(b"\n", 0, max(pos - 1, 0)) + 1 if pos else 0
-        end = buf.find(b"\n", pos - 1 if pos else 0)
-        end = len(buf) if end < 0 else end
-        ids = [nid]
-    if start >= 0:
-        spans.append((start, end, tuple(ids)))
-    return spans
-
-
-def _hyperscan_db(needles: list[bytes], caseless: set[bytes]):
-    if not needles:
-        return None
-    try:
-        import hyperscan
-    except ImportError:
-        return None
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    flags = [hyperscan.HS_FLAG_CASELESS if n in caseless else 0 for n in needles]
-    db.compile(expressions=[re.escape(n) for n in needles], ids=list(range(len(needles))),
-               elements=len(needles), flags=flags)
-    return db
-
-
-def backend_name(ckb: CompiledKB) -> str:
-    """Which prefilter a scan of this KB uses."""
-    return "hyperscan" if LineFilter(ckb)._hs is not None else "python-re"
-
-
-def _chunks(path: str) -> Iterator[tuple[bytes, int]]:
-    """Whole-line chunks of the file with the number of the chunk's first line."""
-    with open(path, "rb") as handle:
-        head = handle.read(CHUNK_BYTES)
-        if looks_binary(head):
-            raise LogProblem(f"{path}: looks like a binary file, not a text log")
-        pending, line_no = head, 1
-        while True:
-            more = handle.read(CHUNK_BYTES)
-            data = pending + more
-            if not more:
-                if data:
-                    yield data, line_no
-                return
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                # one enormous line: keep its head only
-                if len(data) > MAX_LINE_BYTES:
-                    pending = data[:MAX_LINE_BYTES]
-                else:
-                    pending = data
-                continue
-            yield data[:cut], line_no
-            line_no += data.count(b"\n", 0, cut + 1)
-            pending = data[cut + 1:]
-
+__all__ = ["SignatureSpec", "SignatureTable", "SignatureScanner", "LineCounter"]
 
 _LAST_ERROR = LAST_ERROR.encode()
 
 
-def _continue_error(line_filter: "LineFilter", buf: bytes, end: int, line_no: int,
-                    first: dict[str, SignatureHit], counts: dict[str, int]) -> None:
-    """A bare "Last error:" line: read the next line (within this chunk) as its text."""
-    start = end + 1
-    if start >= len(buf):
-        return
-    stop = buf.find(b"\n", start)
-    nxt = clean_line(buf[start:len(buf) if stop < 0 else stop][:MAX_LINE_BYTES].decode("utf-8", "replace"))
-    if not nxt.strip():
-        return
-    joined = last_error_line(nxt)
-    for sig in line_filter.by_needle.get(_LAST_ERROR, ()):
-        found = sig.regex.search(joined)
-        if found:
-            counts[sig.id] = counts.get(sig.id, 0) + 1
-            if sig.id not in first:
-                first[sig.id] = SignatureHit(sig.id, line_no, joined, {k: v for k, v in found.groupdict().items() if v is not None})
+@dataclass(frozen=True)
+class SignatureSpec:
+    """One KB signature as plain data."""
+
+    id: str
+    pattern: str
+    flags: int
+    needles: tuple[bytes, ...]
+    caseless: bool
 
 
-def scan_file(ckb: CompiledKB, path: str, line_filter: LineFilter | None = None
-              ) -> tuple[int, list[SignatureHit], dict[str, int]]:
-    """Scan one file with every KB signature.
+class SignatureTable:
+    """The KB's signatures, their regexes, and which needle ids lead to which signatures."""
 
-    Returns the number of lines, the first hit of each signature (in file order) and how many
-    lines each signature matched. Only first hits become objects, so memory stays flat however
-    many healthy INFO lines an informational signature matches.
-    """
-    line_filter = line_filter or LineFilter(ckb)
-    first: dict[str, SignatureHit] = {}
-    counts: dict[str, int] = {}
-    total_lines = 0
-    try:
-        for buf, first_line in _chunks(path):
-            line_no, last = first_line, 0
-            for start, end, needle_ids in line_filter.candidate_spans(buf):
-                line_no += buf.count(b"\n", last, start)
-                last = start
-                raw = buf[start:end][:MAX_LINE_BYTES]
-                text = None
-                for sig in line_filter.signatures_for(raw, needle_ids):
-                    if text is None:
-                        text = clean_line(raw.decode("utf-8", "replace"))
-                    found = sig.regex.search(text)
-                    if not found:
-                        continue
-                    counts[sig.id] = counts.get(sig.id, 0) + 1
-                    if sig.id not in first:
-                        caps = {k: v for k, v in found.groupdict().items() if v is not None}
-                        first[sig.id] = SignatureHit(sig.id, line_no, text, caps)
-                if raw.rstrip().endswith(_LAST_ERROR):
-                    _continue_error(line_filter, buf, end, line_no + 1, first, counts)
-            total_lines = first_line - 1 + buf.count(b"\n") + (1 if buf and not buf.endswith(b"\n") else 0)
-    except OSError as exc:
-        raise LogProblem(f"{path}: cannot read: {exc.strerror or exc}") from None
-    hits = sorted(first.values(), key=lambda h: h.line_no)
-    return total_lines, hits, counts
+    def __init__(self, specs: Iterable[SignatureSpec], regexes: dict | None = None) -> None:
+        self.specs = list(specs)
+        self._regexes = regexes  # the KB's own lazily compiled regexes, when in the same process
+        self._compiled: dict[str, re.Pattern[str]] = {}
+        self.always = [s for s in self.specs if not s.needles]  # run on every line (none in the packaged KB)
+        self.by_needle: dict[int, list[SignatureSpec]] = defaultdict(list)
+        self.last_error: list[SignatureSpec] = []
+        self.needle_text: dict[int, tuple[bytes, bool]] = {}
+
+    @classmethod
+    def from_kb(cls, ckb: CompiledKB) -> "SignatureTable":
+        specs = [SignatureSpec(s.id, s.pattern, re.IGNORECASE if s.ignore_case else 0,
+                               tuple(n.encode() for n in s.needles), s.ignore_case)
+                 for s in ckb.kb.signatures.values()]
+        return cls(specs, ckb.signature_regexes)
+
+    def register(self, needles: Needles) -> None:
+        """Number this table's needles in a shared set (call once, before scanning)."""
+        for spec in self.specs:
+            for needle in spec.needles:
+                nid = needles.add(needle, spec.caseless)
+                self.needle_text[nid] = needles.items[nid]
+                if spec not in self.by_needle[nid]:
+                    self.by_needle[nid].append(spec)
+                if needle == _LAST_ERROR and spec not in self.last_error:
+                    self.last_error.append(spec)
+
+    def regex(self, spec: SignatureSpec) -> re.Pattern[str]:
+        found = self._compiled.get(spec.id)
+        if found is None:
+            found = self._regexes[spec.id] if self._regexes is not None else re.compile(spec.pattern, spec.flags)
+            self._compiled[spec.id] = found
+        return found
+
+    def candidates(self, line: bytes, ids: tuple[int, ...] | None) -> list[SignatureSpec]:
+        """The signatures worth trying on a line that the prefilter picked."""
+        if ids is None:  # the pure-Python prefilter does not say which needles: look
+            lowered = None
+            found: list[SignatureSpec] = []
+            for nid, (needle, caseless) in self.needle_text.items():
+                haystack = (lowered := lowered if lowered is not None else line.lower()) if caseless else line
+                if needle in haystack:
+                    found.extend(s for s in self.by_needle[nid] if s not in found)
+            return found + self.always
+        if len(ids) == 1 and not self.always:
+            return self.by_needle.get(ids[0], [])
+        out: dict[str, SignatureSpec] = {}
+        for nid in ids:
+            for spec in self.by_needle.get(nid, ()):
+                out.setdefault(spec.id, spec)
+        return list(out.values()) + self.always
+
+
+class LineCounter:
+    """Line numbers of positions in a chunk, counting newlines only as far as asked."""
+
+    def __init__(self, chunk: Chunk) -> None:
+        self.chunk = chunk
+        self._pos, self._line = chunk.start, chunk.first_line
+
+    def __call__(self, pos: int) -> int:
+        if pos < self._pos:
+            self._pos, self._line = self.chunk.start, self.chunk.first_line
+        self._line += self.chunk.data.count(b"\n", self._pos, pos)
+        self._pos = pos
+        return self._line
+
+
+class SignatureScanner:
+    """First hit and line count of every signature over one source's chunks."""
+
+    def __init__(self, table: SignatureTable) -> None:
+        self.table = table
+        self.first: dict[str, SignatureHit] = {}
+        self.counts: dict[str, int] = {}
+
+    def feed(self, chunk: Chunk, spans: list[Span]) -> None:
+        """Match the candidate lines of one chunk (spans from the shared prefilter)."""
+        table, data = self.table, chunk.data
+        if table.always:  # a needle-less signature must see every line
+            spans = _every_line(chunk)
+        line_of = LineCounter(chunk)
+        for start, end, ids in spans:
+            if ids is not None and not table.always and not any(i in table.by_needle for i in ids):
+                continue
+            raw = data[start:min(end, start + MAX_LINE_BYTES)]
+            sigs = table.candidates(raw, ids)
+            text = None
+            for spec in sigs:
+                if text is None:
+                    text = clean_line(raw.decode("utf-8", "replace"))
+                found = table.regex(spec).search(text)
+                if found:
+                    self._hit(spec, line_of, start, text, found)
+            if sigs and raw.rstrip().endswith(_LAST_ERROR) and table.last_error:
+                self._continue_error(chunk, end, line_of)
+
+    def _hit(self, spec: SignatureSpec, line_of: LineCounter, pos: int, text: str, found: re.Match) -> None:
+        self.counts[spec.id] = self.counts.get(spec.id, 0) + 1
+        if spec.id not in self.first:
+            caps = {k: v for k, v in found.groupdict().items() if v is not None}
+            self.first[spec.id] = SignatureHit(spec.id, line_of(pos), text, caps)
+
+    def _continue_error(self, chunk: Chunk, end: int, line_of: LineCounter) -> None:
+        """A bare "Last error:" line: the next line (read from the chunk's context if need be)
+        is its text, for the signatures that read it."""
+        data, start = chunk.data, end + 1
+        if start >= len(data):
+            return
+        stop = data.find(b"\n", start)
+        nxt = clean_line(data[start:len(data) if stop < 0 else stop][:MAX_LINE_BYTES].decode("utf-8", "replace"))
+        if not nxt.strip():
+            return
+        joined = last_error_line(nxt)
+        for spec in self.table.last_error:
+            found = self.table.regex(spec).search(joined)
+            if found:
+                self._hit(spec, line_of, start, joined, found)
+
+    def hits(self) -> list[SignatureHit]:
+        """The first hit of each signature, in log order."""
+        return sorted(self.first.values(), key=lambda h: h.line_no)
+
+
+def _every_line(chunk: Chunk) -> list[Span]:
+    spans: list[Span] = []
+    data, pos = chunk.data, chunk.start
+    while pos < chunk.end:
+        end = data.find(b"\n", pos, chunk.end)
+        end = chunk.end if end < 0 else end
+        spans.append((pos, end, None))
+        pos = end + 1
+    return spans

@@ -1,0 +1,333 @@
+"""The one way logs enter a session: paths, directories, globs, stdin and text, each read once.
+
+    from nccl_doctor.ingest import ingest_paths, ingest_text
+    result = ingest_paths(session, ["logs/", "dumps/nccl_trace_rank_*"])   # the CLI, the TUI
+    result = ingest_text(session, uploaded_text, name="rank0.log")           # HTTP, bots, pastes
+    session.report()["hang"]                                                 # the hang analysis
+
+Every source goes through one reader (:mod:`nccl_doctor.logs`): its chunks go through one prefilter
+holding every needle (the KB's signatures' and the hang forensics'), then to the KB's signature
+scanner and to the hang forensics; Flight Recorder dumps go to the forensics only. The result
+says which files were read, which were skipped and why (one line each), whether the scan was
+partial (Ctrl-C, a stream that went quiet) and what the analysis could not use; the session gets
+the signature hits, the facts the hang analysis found and the ``hang`` report itself.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engine.matching import SignatureHit
+from .errors import DumpProblem, LogProblem
+from .forensics.analyze import HangReport, analyze
+from .forensics.evidence import FileScan
+from .forensics.frdump import MAX_DUMP_BYTES, parse_dump, scan_dump
+from .forensics.scan import TAIL_BYTES, HandlerTable, LogForensics
+from .log_paths import Skipped, expand
+from .logs import CHUNK_BYTES, Source, chunks, open_source, stdin_source, text_source
+from .prefilter import Needles, Prefilter
+from .scanner import SignatureScanner, SignatureSpec, SignatureTable
+
+__all__ = ["ingest_paths", "ingest_text", "IngestResult", "Skipped", "Progress", "read_paths", "read_file",
+           "forensics_of_paths", "PARALLEL_MIN_BYTES"]
+
+PARALLEL_MIN_BYTES = 64 << 20  # below this, worker processes cost more than they save
+
+
+@dataclass
+class Progress:
+    """How far an ingest has got, for a progress line."""
+
+    done_bytes: int
+    total_bytes: int | None
+    files_done: int
+    files_total: int
+    seconds: float
+    current: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.done_bytes / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def eta(self) -> float | None:
+        if not self.total_bytes or not self.rate:
+            return None
+        return max(0.0, (self.total_bytes - self.done_bytes) / self.rate)
+
+
+@dataclass
+class IngestResult:
+    """What one ingest read, skipped and found."""
+
+    files: list[str] = field(default_factory=list)  # sources read, as evidence names them
+    skipped: list[Skipped] = field(default_factory=list)  # one line each: path and reason
+    partial: bool = False  # stopped early: Ctrl-C, or a stream that went quiet
+    partial_reasons: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # what the hang analysis could not use
+    hang: dict | None = None  # the "hang" object (also in session.report())
+    hang_lines: list[str] = field(default_factory=list)  # the hang analysis in sentences
+    lines: int = 0
+    bytes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the CLI's ``ingest`` object)."""
+        return {"files": list(self.files), "skipped": [s.to_dict() for s in self.skipped], "partial": self.partial,
+                "partial_reasons": list(self.partial_reasons), "problems": list(self.problems),
+                "lines": self.lines, "bytes": self.bytes}
+
+
+@dataclass
+class SourceResult:
+    """What reading one source gave (plain data, so worker processes can send it back)."""
+
+    name: str
+    path: str | None = None
+    kind: str = "log"
+    lines: int = 0
+    bytes: int = 0
+    hits: list[SignatureHit] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    scan: FileScan | None = None
+    skipped: str | None = None  # why the source could not be used
+    stopped: str | None = None  # why reading stopped before the end
+    interrupted: bool = False
+
+
+# ----------------------------------------------------------------------------------- the plan
+class _Plan:
+    """Everything needed to read logs for one KB: the signature table, the forensics' handler
+    table and the prefilter holding both sets of needles. Built once per KB and process."""
+
+    def __init__(self, specs: list[SignatureSpec], regexes: dict | None = None, *, use_hyperscan: bool = True):
+        self.specs = specs
+        needles = Needles()
+        self.signatures = SignatureTable(specs, regexes)
+        self.signatures.register(needles)
+        self.handlers = HandlerTable(needles)
+        self.prefilter = Prefilter(needles, use_hyperscan=use_hyperscan)
+
+
+_PLANS: dict[int, tuple[Any, _Plan]] = {}
+_PLANS_LOCK = threading.Lock()
+
+
+def _plan_for(doctor: Any) -> _Plan:
+    ckb = doctor.compiled
+    with _PLANS_LOCK:
+        found = _PLANS.get(id(ckb))
+        if found is None or found[0] is not ckb:
+            table = SignatureTable.from_kb(ckb)
+            found = _PLANS[id(ckb)] = (ckb, _Plan(table.specs, ckb.signature_regexes))
+        return found[1]
+
+
+# --------------------------------------------------------------------------- reading a source
+def read_source(plan: _Plan, source: Source, *, on_bytes: Callable[[int], None] | None = None,
+                chunk_bytes: int = CHUNK_BYTES) -> SourceResult:
+    """Read one opened source to its end (or to Ctrl-C): signature hits and hang evidence."""
+    result = SourceResult(name=source.name, kind=source.kind)
+    try:
+        if source.kind == "dump":
+            return _read_dump(source, result)
+        return _read_log(plan, source, result, on_bytes, chunk_bytes)
+    finally:
+        source.close()
+
+
+def _read_dump(source: Source, result: SourceResult) -> SourceResult:
+    raw = source.head + source.read(MAX_DUMP_BYTES + 1 - len(source.head))
+    if len(raw) > MAX_DUMP_BYTES:
+        result.skipped = f"larger than any Flight Recorder dump ({MAX_DUMP_BYTES >> 20} MB limit)"
+        return result
+    try:
+        result.scan = scan_dump(parse_dump(raw, source.name), source.name)
+    except DumpProblem as exc:
+        result.skipped = str(exc).removeprefix(f"{source.name}: ")
+        return result
+    result.bytes = len(raw)
+    result.scan.bytes = len(raw)
+    return result
+
+
+def _read_log(plan: _Plan, source: Source, result: SourceResult, on_bytes: Callable[[int], None] | None,
+              chunk_bytes: int) -> SourceResult:
+    signatures = SignatureScanner(plan.signatures)
+    forensics = LogForensics(source.name, plan.handlers)
+    tail: deque = deque()
+    tail_bytes = lines = done = 0
+    spans_of = plan.prefilter.spans
+    try:
+        kept = TAIL_BYTES // chunk_bytes + 2  # the tail below holds at most this many chunks
+        for chunk in chunks(source, chunk_bytes=chunk_bytes, keep=kept):
+            spans = spans_of(chunk.data, chunk.start, chunk.end)
+            if spans:
+                signatures.feed(chunk, spans)
+                forensics.feed(chunk, spans)
+            tail.append(chunk)
+            tail_bytes += chunk.end - chunk.start
+            while len(tail) > 1 and tail_bytes - (tail[0].end - tail[0].start) >= TAIL_BYTES:
+                tail_bytes -= tail[0].end - tail[0].start
+                tail.popleft()
+            lines = chunk.first_line - 1 + chunk.lines
+            if chunk.end == len(chunk.data) and chunk.end > chunk.start and not chunk.data.endswith(b"\n"):
+                lines += 1
+            done = chunk.offset + chunk.end - chunk.start
+            if on_bytes is not None:
+                on_bytes(source.position())
+    except KeyboardInterrupt:
+        result.interrupted = True
+        result.stopped = "interrupted"
+    forensics.read_tail(list(tail))
+    result.stopped = result.stopped or source.stopped
+    result.lines, result.bytes = lines, done
+    result.hits, result.counts = signatures.hits(), dict(signatures.counts)
+    result.scan = forensics.finish(lines=lines, size=done, partial=result.stopped is not None)
+    return result
+
+
+def _open_and_read(plan: _Plan, path: str, on_bytes: Callable[[int], None] | None = None) -> SourceResult:
+    try:
+        source = stdin_source() if path == "-" else open_source(path)
+    except LogProblem as exc:
+        return SourceResult(name=path, skipped=str(exc).removeprefix(f"{path}: "))
+    try:
+        result = read_source(plan, source, on_bytes=on_bytes)
+    except LogProblem as exc:
+        return SourceResult(name=source.name, skipped=str(exc).removeprefix(f"{source.name}: "))
+    result.path = path
+    return result
+
+
+# ------------------------------------------------------------------------------ many sources
+def read_paths(plan: _Plan, paths: list[str], *, progress: Callable[[Progress], None] | None = None,
+               jobs: int | None = None) -> tuple[list[SourceResult], bool]:
+    """Read every file (in worker processes when there is enough to share); (results, interrupted)."""
+    sizes = {p: _size(p) for p in paths}
+    total = sum(s for s in sizes.values() if s) or None
+    jobs = jobs or os.cpu_count() or 1
+    if jobs > 1 and len(paths) > 1 and (total or 0) >= PARALLEL_MIN_BYTES and "-" not in paths:
+        from .workers import read_in_workers
+
+        return read_in_workers(plan.specs, paths, sizes, jobs=min(jobs, len(paths)), progress=progress,
+                               use_hyperscan=plan.prefilter.backend == "hyperscan")
+    results: list[SourceResult] = []
+    start, finished = time.monotonic(), 0
+    for index, path in enumerate(paths):
+        def on_bytes(pos: int, index: int = index, path: str = path) -> None:
+            if progress is not None:
+                progress(Progress(finished + pos, total, index, len(paths), time.monotonic() - start, path))
+
+        result = _open_and_read(plan, path, on_bytes)
+        results.append(result)
+        finished += sizes.get(path) or result.bytes
+        if result.interrupted:
+            return results, True
+    return results, False
+
+
+def _size(path: str) -> int | None:
+    if path == "-":
+        return None
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None
+
+
+# ----------------------------------------------------------------------------------- sessions
+def ingest_paths(session: Any, args: Iterable[str], *, progress: Callable[[Progress], None] | None = None,
+                 jobs: int | None = None) -> IngestResult:
+    """Read log paths, directories, globs and ``-`` (stdin) into a session.
+
+    Raises :class:`LogProblem` for an argument that names nothing and when no source at all
+    could be used (the message says why); files that cannot be used are skipped with a reason
+    in the result. Ctrl-C stops the reading at once: the result is then partial."""
+    expansion = expand(list(args))
+    plan = _plan_for(session.doctor)
+    results, interrupted = read_paths(plan, expansion.files, progress=progress, jobs=jobs)
+    result = _apply(session, results, expansion.skipped, expansion.notes)
+    if interrupted:
+        result.partial = True
+        left = len(expansion.files) - len(results)
+        result.partial_reasons.insert(0, "interrupted (Ctrl-C)" + (f"; {left} file(s) not read" if left > 0 else ""))
+    if not result.files and not interrupted:
+        first = result.skipped[0] if result.skipped else None
+        more = f" (and {len(result.skipped) - 1} more skipped)" if len(result.skipped) > 1 else ""
+        raise LogProblem(f"{first.path}: {first.reason}{more}" if first else "no log to read")
+    return result
+
+
+def ingest_text(session: Any, text: str | bytes, name: str = "log") -> IngestResult:
+    """Log text already in memory (an upload, a paste, a bot's attachment) into a session:
+    the same reader, signatures and hang forensics as files."""
+    plan = _plan_for(session.doctor)
+    result = read_source(plan, text_source(text, name))
+    return _apply(session, [result], [], [])
+
+
+def _apply(session: Any, results: list[SourceResult], skipped: list[Skipped], notes: list[str]) -> IngestResult:
+    out = IngestResult(skipped=list(skipped), problems=list(notes))
+    scans: list[FileScan] = []
+    for r in results:
+        if r.skipped is not None:
+            out.skipped.append(Skipped(r.name, r.skipped))
+            continue
+        out.files.append(r.name)
+        out.lines += r.lines
+        out.bytes += r.bytes
+        if r.stopped and not r.interrupted:
+            out.partial = True
+            out.partial_reasons.append(f"{r.name}: {r.stopped}")
+        if r.kind == "log":
+            session.add_hits(r.name, r.lines, r.hits, r.counts)
+        if r.scan is not None:
+            scans.append(r.scan)
+    if scans:
+        report = analyze(scans)
+        _hang_into_session(session, report)
+        out.hang, out.hang_lines = report.to_dict(), report.summary_lines()
+        out.problems += report.problems + report.notes
+    return out
+
+
+def _hang_into_session(session: Any, report: HangReport) -> None:
+    hang = report.to_dict()
+    if hang is None:
+        return
+    known = session.doctor.kb.facts
+    for fact, (value, where) in report.facts().items():
+        if fact in known:
+            session.set_fact(fact, value, source="log", detail=where)
+    session.set_hang(hang)
+
+
+def forensics_of_paths(paths: list[str], *, jobs: int | None = None) -> HangReport:
+    """The hang analysis alone of some paths (files that cannot be used become its problems)."""
+    expansion = expand(paths)
+    plan = _Plan([])
+    results, _ = read_paths(plan, expansion.files, jobs=jobs)
+    report = analyze([r.scan for r in results if r.scan is not None])
+    report.problems[:0] = [str(s) for s in expansion.skipped] + [f"{r.name}: {r.skipped}" for r in results if r.skipped]
+    return report
+
+
+def read_file(path: str, *, doctor: Any = None, chunk_bytes: int = CHUNK_BYTES,
+              use_hyperscan: bool = True) -> SourceResult:
+    """Read one file alone (tests, benchmarks): its signature hits with ``doctor``'s KB, and its
+    hang evidence. Raises :class:`LogProblem` when it cannot be used."""
+    if doctor is None:
+        plan = _Plan([], use_hyperscan=use_hyperscan)
+    elif use_hyperscan:
+        plan = _plan_for(doctor)
+    else:
+        plan = _Plan(SignatureTable.from_kb(doctor.compiled).specs, doctor.compiled.signature_regexes, use_hyperscan=False)
+    result = read_source(plan, open_source(path), chunk_bytes=chunk_bytes)
+    if result.skipped:
+        raise LogProblem(f"{path}: {result.skipped}")
+    return result
