@@ -14,7 +14,8 @@ from rapidfuzz import fuzz
 
 from ..engine import Question
 from ..engine.values import Value, ValueProblem, coerce, parse_version
-from ..logs import LogProblem, expand_log_args
+from ..log_paths import expand
+from ..logs import LogProblem
 
 __all__ = ["Reading", "read_answer", "log_paths", "choice_label"]
 
@@ -136,6 +137,6 @@ def log_paths(text: str) -> list[str] | None:
     if not all(os.path.exists(p) or any(ch in p for ch in "*?[") for p in parts):
         return None
     try:
-        return expand_log_args(parts)
+        return expand(parts).files or None
     except LogProblem:
         return None

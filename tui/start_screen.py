@@ -13,13 +13,13 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, Static, TextArea
 
 from ..engine import SessionError
-from ..logs import LogProblem, expand_log_args, read_lines
+from ..log_paths import expand
+from ..logs import LogProblem
 from .answers import log_paths
 from .model import Conversation, learned_facts
 
 __all__ = ["StartScreen", "PromptArea", "load_input"]
 
-PROGRESS_EVERY = 50_000
 
 
 class PromptArea(TextArea):
@@ -43,11 +43,14 @@ class PromptArea(TextArea):
 
 
 def load_input(conversation: Conversation, text: str, paths: list[str], progress=None) -> list[str]:
-    """Tell the session what the user wrote and stream the log files into it.
+    """Tell the session what the user wrote and read the log files into it (nccl_doctor.ingest:
+    the KB's signatures and the hang analysis, as the one-shot CLI does).
 
     Runs in a worker thread. ``text`` that is nothing but file paths opens them as logs.
     Returns lines for the transcript; raises :class:`LogProblem` / :class:`SessionError`.
     """
+    from ..ingest import ingest_paths
+
     notes: list[str] = []
     files = list(paths)
     as_paths = log_paths(text) if text else None
@@ -56,22 +59,27 @@ def load_input(conversation: Conversation, text: str, paths: list[str], progress
         text = ""
     if text.strip():
         conversation.run(lambda s: s.tell(text))
-    for path in files:
-        name = os.path.basename(path) or path
-
-        def counted(lines, name=name):
-            for number, line in enumerate(lines, start=1):
-                if progress is not None and number % PROGRESS_EVERY == 0:
-                    progress(f"Reading {name}: {number:,} lines…")
-                yield line
+    if files:
+        def report(p) -> None:
+            if progress is not None:
+                total = f" of {p.total_bytes / 2**20:,.0f}" if p.total_bytes else ""
+                progress(f"Reading {os.path.basename(p.current) or p.current}: {p.done_bytes / 2**20:,.0f}{total} MB…")
 
         if progress is not None:
-            progress(f"Reading {name}…")
-        summary = conversation.run(lambda s, path=path, name=name: s.add_log(counted(read_lines(path)), name=name))
-        found = ", ".join(f"{sig} (first at {info['first']})" for sig, info in list(summary.hits.items())[:4])
-        more = f" and {len(summary.hits) - 4} more" if len(summary.hits) > 4 else ""
-        notes.append(f"Read {name}: {summary.lines:,} lines; "
-                     + (f"recognised {found}{more}." if found else "no known error lines."))
+            progress(f"Reading {len(files)} file(s)…")
+        before = conversation.run(lambda s: len(s.logs))
+        result = conversation.run(lambda s: ingest_paths(s, files, progress=report))
+        for summary in conversation.run(lambda s: s.logs[before:]):
+            name = os.path.basename(summary.name) or summary.name
+            found = ", ".join(f"{sig} (first at {info['first']})" for sig, info in list(summary.hits.items())[:4])
+            more = f" and {len(summary.hits) - 4} more" if len(summary.hits) > 4 else ""
+            notes.append(f"Read {name}: {summary.lines:,} lines; "
+                         + (f"recognised {found}{more}." if found else "no known error lines."))
+        notes += [f"Skipped {s}" for s in result.skipped[:10]]
+        if result.partial:
+            notes.append(f"Partial: {'; '.join(result.partial_reasons[:3])}")
+        if result.hang_lines:
+            notes.append("Hang analysis: " + " ".join(result.hang_lines[:4]))
     learned = conversation.run(learned_facts)
     if learned:
         shown = ", ".join(f"{name} = {_show(value)}" for name, value, _ in learned[:12])
@@ -131,7 +139,8 @@ class StartScreen(Screen[None]):
         raw = self.query_one("#log-paths", Input).value.strip()
         status = self.query_one("#start-status", Static)
         try:
-            paths = expand_log_args([os.path.expanduser(p) for p in shlex.split(raw)]) if raw else []
+            paths = [os.path.expanduser(p) for p in shlex.split(raw)] if raw else []
+            expand(paths)  # an argument that names nothing is said at once, before any reading
         except (LogProblem, ValueError) as exc:
             status.update(f"[red]{exc}[/red]")
             return

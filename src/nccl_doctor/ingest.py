@@ -28,7 +28,7 @@ from .forensics.analyze import HangReport, analyze
 from .forensics.evidence import FileScan
 from .forensics.frdump import MAX_DUMP_BYTES, parse_dump, scan_dump
 from .forensics.scan import TAIL_BYTES, HandlerTable, LogForensics
-from .log_paths import Skipped, expand
+from .log_paths import Skipped, expand, short_names
 from .logs import CHUNK_BYTES, Source, chunks, open_source, stdin_source, text_source
 from .prefilter import Needles, Prefilter
 from .scanner import SignatureScanner, SignatureSpec, SignatureTable
@@ -146,7 +146,7 @@ def _read_dump(source: Source, result: SourceResult) -> SourceResult:
         result.skipped = f"larger than any Flight Recorder dump ({MAX_DUMP_BYTES >> 20} MB limit)"
         return result
     try:
-        result.scan = scan_dump(parse_dump(raw, source.name), source.name)
+        result.scan = scan_dump(parse_dump(raw, source.name), source.path or source.name)
     except DumpProblem as exc:
         result.skipped = str(exc).removeprefix(f"{source.name}: ")
         return result
@@ -158,7 +158,7 @@ def _read_dump(source: Source, result: SourceResult) -> SourceResult:
 def _read_log(plan: _Plan, source: Source, result: SourceResult, on_bytes: Callable[[int], None] | None,
               chunk_bytes: int) -> SourceResult:
     signatures = SignatureScanner(plan.signatures)
-    forensics = LogForensics(source.name, plan.handlers)
+    forensics = LogForensics(source.path or source.name, plan.handlers, name=source.name)
     tail: deque = deque()
     tail_bytes = lines = done = 0
     spans_of = plan.prefilter.spans
@@ -191,15 +191,16 @@ def _read_log(plan: _Plan, source: Source, result: SourceResult, on_bytes: Calla
     return result
 
 
-def _open_and_read(plan: _Plan, path: str, on_bytes: Callable[[int], None] | None = None) -> SourceResult:
+def _open_and_read(plan: _Plan, path: str, name: str, on_bytes: Callable[[int], None] | None = None) -> SourceResult:
     try:
         source = stdin_source() if path == "-" else open_source(path)
     except LogProblem as exc:
-        return SourceResult(name=path, skipped=str(exc).removeprefix(f"{path}: "))
+        return SourceResult(name=name, path=path, skipped=str(exc).removeprefix(f"{path}: "))
+    source.name = name
     try:
         result = read_source(plan, source, on_bytes=on_bytes)
     except LogProblem as exc:
-        return SourceResult(name=source.name, skipped=str(exc).removeprefix(f"{source.name}: "))
+        return SourceResult(name=name, path=path, skipped=str(exc).removeprefix(f"{name}: "))
     result.path = path
     return result
 
@@ -209,12 +210,13 @@ def read_paths(plan: _Plan, paths: list[str], *, progress: Callable[[Progress], 
                jobs: int | None = None) -> tuple[list[SourceResult], bool]:
     """Read every file (in worker processes when there is enough to share); (results, interrupted)."""
     sizes = {p: _size(p) for p in paths}
+    names = short_names(paths)
     total = sum(s for s in sizes.values() if s) or None
     jobs = jobs or os.cpu_count() or 1
     if jobs > 1 and len(paths) > 1 and (total or 0) >= PARALLEL_MIN_BYTES and "-" not in paths:
         from .workers import read_in_workers
 
-        return read_in_workers(plan.specs, paths, sizes, jobs=min(jobs, len(paths)), progress=progress,
+        return read_in_workers(plan.specs, paths, names, sizes, jobs=min(jobs, len(paths)), progress=progress,
                                use_hyperscan=plan.prefilter.backend == "hyperscan")
     results: list[SourceResult] = []
     start, finished = time.monotonic(), 0
@@ -223,7 +225,7 @@ def read_paths(plan: _Plan, paths: list[str], *, progress: Callable[[Progress], 
             if progress is not None:
                 progress(Progress(finished + pos, total, index, len(paths), time.monotonic() - start, path))
 
-        result = _open_and_read(plan, path, on_bytes)
+        result = _open_and_read(plan, path, names[path], on_bytes)
         results.append(result)
         finished += sizes.get(path) or result.bytes
         if result.interrupted:
@@ -276,35 +278,45 @@ def _apply(session: Any, results: list[SourceResult], skipped: list[Skipped], no
     scans: list[FileScan] = []
     for r in results:
         if r.skipped is not None:
-            out.skipped.append(Skipped(r.name, r.skipped))
+            out.skipped.append(Skipped(r.path or r.name, r.skipped))
             continue
-        out.files.append(r.name)
+        out.files.append(r.name if r.path in (None, "-") else r.path)
         out.lines += r.lines
         out.bytes += r.bytes
         if r.stopped and not r.interrupted:
             out.partial = True
-            out.partial_reasons.append(f"{r.name}: {r.stopped}")
+            out.partial_reasons.append(f"{r.path or r.name}: {r.stopped}")
         if r.kind == "log":
             session.add_hits(r.name, r.lines, r.hits, r.counts)
         if r.scan is not None:
             scans.append(r.scan)
-    if scans:
-        report = analyze(scans)
-        _hang_into_session(session, report)
+    if scans or session.hang_evidence:
+        report = _hang_into_session(session, scans, out)
         out.hang, out.hang_lines = report.to_dict(), report.summary_lines()
         out.problems += report.problems + report.notes
     return out
 
 
-def _hang_into_session(session: Any, report: HangReport) -> None:
+MAX_EVIDENCE_FILES = 4096  # sources whose hang evidence a session keeps (the newest)
+
+
+def _hang_into_session(session: Any, scans: list[FileScan], out: IngestResult) -> HangReport:
+    """Analyse these sources together with the ones the session read before (a log read twice
+    merges with itself) and hand the session the report and its facts."""
+    kept: list[FileScan] = []
+    for plain in session.hang_evidence:
+        try:
+            kept.append(FileScan.from_plain(plain))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            out.problems.append("the hang evidence kept from earlier logs is damaged: analysing these logs alone")
+            kept = []
+            break
+    every = (kept + scans)[-MAX_EVIDENCE_FILES:]
+    report = analyze(every)
     hang = report.to_dict()
-    if hang is None:
-        return
-    known = session.doctor.kb.facts
-    for fact, (value, where) in report.facts().items():
-        if fact in known:
-            session.set_fact(fact, value, source="log", detail=where)
-    session.set_hang(hang)
+    session.set_hang(hang, facts=report.facts() if hang is not None else {},
+                     evidence=[scan.to_plain() for scan in every])
+    return report
 
 
 def forensics_of_paths(paths: list[str], *, jobs: int | None = None) -> HangReport:
@@ -313,7 +325,7 @@ def forensics_of_paths(paths: list[str], *, jobs: int | None = None) -> HangRepo
     plan = _Plan([])
     results, _ = read_paths(plan, expansion.files, jobs=jobs)
     report = analyze([r.scan for r in results if r.scan is not None])
-    report.problems[:0] = [str(s) for s in expansion.skipped] + [f"{r.name}: {r.skipped}" for r in results if r.skipped]
+    report.problems[:0] = [str(s) for s in expansion.skipped] + [f"{r.path}: {r.skipped}" for r in results if r.skipped]
     return report
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from .errors import LogProblem
 
-__all__ = ["Skipped", "Expansion", "expand", "MAX_FILES"]
+__all__ = ["Skipped", "Expansion", "expand", "short_names", "MAX_FILES"]
 
 MAX_FILES = 100_000
 _MAGIC = "*?["
@@ -189,3 +189,17 @@ def _why(exc: OSError, path: str) -> str:
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
         return "no such file"
     return (exc.strerror or str(exc)).lower()
+
+
+def short_names(paths: list[str]) -> dict[str, str]:
+    """Each path's shortest ending (file name, then with its folders) that no other path shares:
+    evidence reads ``rank0.log:12``, and ``0/stderr.log:12`` where torchrun's layout needs it."""
+    parts = {p: p.replace(os.sep, "/").split("/") for p in paths}
+    names: dict[str, str] = {}
+    for path, split in parts.items():
+        for depth in range(1, len(split) + 1):
+            tail = split[-depth:]
+            if not any(q != path and other[-depth:] == tail for q, other in parts.items()):
+                break
+        names[path] = "stdin" if path == "-" else "/".join(tail) or path
+    return names

@@ -58,6 +58,7 @@ class Source:
     stopped: str | None = None  # why reading stopped before the end, once it has
     close: Callable[[], None] = field(default=lambda: None)
     readinto: Callable[[memoryview], int] | None = None  # fills a buffer (no copy), where the source can
+    path: str | None = None  # the file, when it is one
 
 
 class _Idle(Exception):
@@ -82,6 +83,7 @@ def open_source(path: str) -> Source:
                           lambda: handle.tell() if regular else 0, endless, handle.close)
         if regular and not endless and source.read is raw_read:
             source.readinto = handle.readinto
+        source.path = path
     except LogProblem:
         handle.close()
         raise
@@ -92,33 +94,43 @@ def open_source(path: str) -> Source:
 
 
 def stdin_source() -> Source:
-    """Standard input (``--log -``), read in full chunks until it ends (Ctrl-C stops it)."""
-    stream = sys.stdin.buffer
+    """Standard input (``--log -``), read as it comes (``kubectl logs -f`` never ends: Ctrl-C
+    stops it, and what came before is used)."""
+    fd = sys.stdin.buffer.fileno()
     consumed = [0]
 
-    def read(n: int) -> bytes:
-        data = stream.read(n)
-        consumed[0] += len(data)
-        return data
-
-    def readinto(buffer: memoryview) -> int:
-        got = stream.readinto(buffer) or 0  # a buffered reader fills it whole unless the input ends
+    def readinto(view: memoryview) -> int:
+        """Fill ``view``, or as much as arrives before the writer pauses; 0 at the end."""
+        got = 0
+        while got < len(view):
+            if got and not select.select([fd], [], [], 0.05)[0]:
+                break
+            with view[got:] as free:
+                n = os.readv(fd, [free])
+            if n == 0:
+                break
+            got += n
         consumed[0] += got
         return got
 
-    _wider_pipe(stream)
+    def read(n: int) -> bytes:
+        buffer = bytearray(n)
+        with memoryview(buffer) as view:
+            got = readinto(view)
+        return bytes(buffer[:got])
+
+    _wider_pipe(fd)
     source = _sniffed("stdin", read, None, lambda: consumed[0], False, lambda: None)
     if source.read is read:
         source.readinto = readinto
     return source
 
 
-def _wider_pipe(stream) -> None:
+def _wider_pipe(fd: int) -> None:
     """Ask Linux for a 1 MB pipe buffer: fewer, larger reads of a piped log."""
     try:
         import fcntl
 
-        fd = stream.fileno()
         if stat.S_ISFIFO(os.fstat(fd).st_mode):
             fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
     except (OSError, ValueError, AttributeError, ImportError):
@@ -299,7 +311,7 @@ def _read_ahead(produce: Iterator[Chunk]) -> Iterator[Chunk]:
             yield item
     finally:
         stop.set()
-        worker.join(timeout=1.0)
+        worker.join(timeout=0.2)  # a thread still waiting on a silent pipe is left to end with the process
 
 
 def _chunks(source: Source, chunk_bytes: int, slots: int) -> Iterator[Chunk]:
@@ -314,10 +326,11 @@ def _chunks(source: Source, chunk_bytes: int, slots: int) -> Iterator[Chunk]:
         else:
             data = _read_after(source, pending, chunk_bytes, ring, slots)
             ended = len(data) == len(pending)
+        paused = len(data) - len(pending) < chunk_bytes  # a stream that paused: hand out what came
         if ended:
             cut = len(data)
         else:
-            cut = data.rfind(b"\n", skip, max(skip, len(data) - look)) + 1
+            cut = data.rfind(b"\n", skip, len(data) if paused else max(skip, len(data) - look)) + 1
             if cut <= skip:  # no whole line with enough after it yet
                 if data.find(b"\n", skip) < 0 and len(data) - skip > MAX_LINE_BYTES:
                     data, ended = _cut_long_line(source, data, skip, chunk_bytes)

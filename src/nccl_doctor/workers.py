@@ -51,14 +51,14 @@ def _init_worker(specs: list, use_hyperscan: bool, parent: int) -> None:
     _PLAN = _Plan(specs, use_hyperscan=use_hyperscan)
 
 
-def _read(job: tuple[int, str]) -> tuple[int, Any]:
+def _read(job: tuple[int, str, str]) -> tuple[int, Any]:
     from .ingest import _open_and_read
 
-    index, path = job
-    return index, _open_and_read(_PLAN, path)
+    index, path, name = job
+    return index, _open_and_read(_PLAN, path, name)
 
 
-def read_in_workers(specs: list, paths: list[str], sizes: dict[str, int | None], *, jobs: int,
+def read_in_workers(specs: list, paths: list[str], names: dict[str, str], sizes: dict[str, int | None], *, jobs: int,
                     progress: Callable | None, use_hyperscan: bool) -> tuple[list, bool]:
     """Read the files in ``jobs`` processes; (results in the order of ``paths``, interrupted)."""
     from .ingest import Progress
@@ -69,7 +69,7 @@ def read_in_workers(specs: list, paths: list[str], sizes: dict[str, int | None],
     start, read_bytes, interrupted = time.monotonic(), 0, False
     pool = context.Pool(jobs, initializer=_init_worker, initargs=(specs, use_hyperscan, os.getpid()))
     try:
-        for index, result in pool.imap_unordered(_read, list(enumerate(paths)), chunksize=1):
+        for index, result in pool.imap_unordered(_read, [(i, p, names[p]) for i, p in enumerate(paths)], chunksize=1):
             done[index] = result
             read_bytes += sizes.get(paths[index]) or result.bytes
             if progress is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 __all__ = ["Event", "PGState", "Stream", "FileScan", "names_from_path", "parse_ts",
            "MAX_EVENTS", "MAX_STREAMS", "MAX_COMMS", "MAX_RANK"]
@@ -158,7 +158,32 @@ class FileScan:
     pg_ranks: dict = field(default_factory=dict)  # group -> member ranks (Flight Recorder pg_config)
     notes: list[str] = field(default_factory=list)  # caps reached, opCounts that go backwards, ...
     partial: bool = False  # reading stopped before the end (Ctrl-C, a stream that went quiet)
-    skipped_comms: set = field(default_factory=set)  # communicators whose opCounts contradict each other
+
+    def to_plain(self) -> dict:
+        """JSON-ready, for a session to keep between requests (:meth:`from_plain` reverses it)."""
+        out = asdict(self)
+        out["kinds"] = sorted(self.kinds)
+        if isinstance(self.ras.get("ranks"), dict):
+            out["ras"]["ranks"] = [[rank, row] for rank, row in self.ras["ranks"].items()]
+        return out
+
+    @classmethod
+    def from_plain(cls, data: dict) -> "FileScan":
+        """A scan kept by :meth:`to_plain`. Raises KeyError / TypeError / ValueError when damaged."""
+        streams = []
+        for s in data["streams"]:
+            fields = dict(s)
+            fields["pgs"] = {str(k): PGState(**v) for k, v in s["pgs"].items()}
+            fields["events"] = [Event(**e) for e in s["events"]]
+            fields["first_primary"] = Event(**s["first_primary"]) if s.get("first_primary") else None
+            streams.append(Stream(**fields))
+        fields = {k: v for k, v in data.items() if k != "streams"}
+        fields["kinds"] = set(data.get("kinds", []))
+        ras = dict(data.get("ras") or {})
+        if isinstance(ras.get("ranks"), list):
+            ras["ranks"] = {int(rank): row for rank, row in ras["ranks"]}
+        fields["ras"] = ras
+        return cls(streams=streams, **fields)
 
 
 

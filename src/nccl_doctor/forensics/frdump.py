@@ -149,8 +149,9 @@ def _entry(e: dict) -> dict:
     stack = []
     if isinstance(frames, (list, tuple)):
         for fr in frames[:MAX_FRAMES]:
-            if isinstance(fr, dict):
-                stack.append(f"{_text(fr.get('name'), 120)} at {_text(fr.get('filename'), 200)}:{_int(fr.get('line'))}")
+            name, filename = (_text(fr.get("name"), 120), _text(fr.get("filename"), 200)) if isinstance(fr, dict) else (None, None)
+            if name is not None and filename is not None:
+                stack.append(f"{name} at {filename}:{_int(fr.get('line'))}")
     profiling = _text(e.get("profiling_name"), 120)
     return {
         "seq": _int(e.get("collective_seq_id")),

@@ -112,7 +112,6 @@ def _run(data: bytes, max_depth: int, max_items: int, max_seconds: float) -> obj
                 target[pairs[k]] = value
                 if type(value) in _CONTAINERS:
                     nest(target, value)
-            items += len(pairs)
         elif op == 0x8C:  # SHORT_BINUNICODE
             size = data[i]
             stack.append(data[i + 1:i + 1 + size].decode("utf-8", "surrogatepass"))
@@ -152,7 +151,6 @@ def _run(data: bytes, max_depth: int, max_items: int, max_seconds: float) -> obj
             target.extend(values)
             for value in values:
                 nest(target, value)
-            items += len(values)
         elif op == 0x61:  # a APPEND
             value = stack.pop()
             target = stack[-1]
@@ -174,20 +172,17 @@ def _run(data: bytes, max_depth: int, max_items: int, max_seconds: float) -> obj
             for value in values:
                 nest(values, value)
             stack.append(values)
-            items += len(values)
         elif op == 0x6C:  # l LIST
             values = pop_mark()
             for value in values:
                 nest(values, value)
             stack.append(values)
-            items += len(values)
         elif op == 0x64:  # d DICT
             pairs = pop_mark()
             built = {pairs[k]: pairs[k + 1] for k in range(0, len(pairs) - 1, 2)}
             for value in built.values():
                 nest(built, value)
             stack.append(built)
-            items += len(pairs)
         elif op == 0x4E:  # N NONE
             stack.append(None)
         elif op == 0x88:  # NEWTRUE
