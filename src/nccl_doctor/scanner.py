@@ -28,7 +28,6 @@ class SignatureSpec:
 
     id: str
     pattern: str
-    flags: int
     needles: tuple[bytes, ...]
     caseless: bool
 
@@ -47,8 +46,7 @@ class SignatureTable:
 
     @classmethod
     def from_kb(cls, ckb: CompiledKB) -> "SignatureTable":
-        specs = [SignatureSpec(s.id, s.pattern, re.IGNORECASE if s.ignore_case else 0,
-                               tuple(n.encode() for n in s.needles), s.ignore_case)
+        specs = [SignatureSpec(s.id, s.pattern, tuple(n.encode() for n in s.needles), s.ignore_case)
                  for s in ckb.kb.signatures.values()]
         return cls(specs, ckb.signature_regexes)
 
@@ -63,10 +61,16 @@ class SignatureTable:
                 if needle == _LAST_ERROR and spec not in self.last_error:
                     self.last_error.append(spec)
 
-    def regex(self, spec: SignatureSpec) -> re.Pattern[str]:
+    def regex(self, spec: SignatureSpec):
+        """The signature's compiled pattern: the KB's own (RE2), or compiled the same way here."""
         found = self._compiled.get(spec.id)
         if found is None:
-            found = self._regexes[spec.id] if self._regexes is not None else re.compile(spec.pattern, spec.flags)
+            if self._regexes is not None:
+                found = self._regexes[spec.id]
+            else:
+                from .kb.patterns import compile_pattern
+
+                found = compile_pattern(spec.pattern, ignore_case=spec.caseless)
             self._compiled[spec.id] = found
         return found
 
@@ -133,7 +137,7 @@ class SignatureScanner:
             if sigs and raw.rstrip().endswith(_LAST_ERROR) and table.last_error:
                 self._continue_error(chunk, end, line_of)
 
-    def _hit(self, spec: SignatureSpec, line_of: LineCounter, pos: int, text: str, found: re.Match) -> None:
+    def _hit(self, spec: SignatureSpec, line_of: LineCounter, pos: int, text: str, found) -> None:
         self.counts[spec.id] = self.counts.get(spec.id, 0) + 1
         if spec.id not in self.first:
             caps = {k: v for k, v in found.groupdict().items() if v is not None}
