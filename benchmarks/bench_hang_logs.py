@@ -24,7 +24,14 @@ import tempfile
 import time
 
 from nccl_doctor.forensics import analyze_paths
-from nccl_doctor.forensics.scan import NEEDLES, prefilter_backend
+from nccl_doctor.forensics.scan import HANDLERS, PROGRESS
+from nccl_doctor.ingest import _Plan
+
+NEEDLES = tuple(dict.fromkeys(h.needle.encode() for h in HANDLERS)) + PROGRESS
+
+
+def prefilter_backend() -> str:
+    return _Plan([]).prefilter.backend
 
 
 def _block(rank: int, world: int, host: str, pid: int, size: int) -> bytes:
@@ -108,7 +115,7 @@ def main() -> int:
         _timed(f"cat {d}/*.log > /dev/null")
         needles = os.path.join(d, "needles.txt")
         with open(needles, "wb") as f:
-            f.write(b"\n".join(NEEDLES + (b"opCount ",)) + b"\n")
+            f.write(b"\n".join(NEEDLES) + b"\n")
         t_wc = _timed(f"ls {d}/*.log | xargs -P 2 -n 16 wc -l")
         t_grep = _timed(f"ls {d}/*.log | xargs -P 2 -n 16 grep -c -F -f {needles}")
         t = time.perf_counter()

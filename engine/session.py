@@ -134,7 +134,9 @@ class Session:
         return matches
 
     def add_log(self, lines: Iterable[str], name: str = "log") -> LogSummary:
-        """Log lines (NCCL_DEBUG output, tracebacks, launcher logs), streamed once."""
+        """Log lines the caller has read (NCCL_DEBUG output, tracebacks, launcher logs), matched
+        against the KB's signatures line by line, as :meth:`tell` matches pasted lines. Kept for
+        embedders; ``nccl_doctor.ingest`` (files, stdin, uploaded text) also runs the hang analysis."""
         summary = LogSummary(name=name)
         self._scan(lines, summary, kind="log")
         self._logs.append(summary)

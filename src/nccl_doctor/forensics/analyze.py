@@ -312,18 +312,18 @@ def _op_at(pst: PGState, seq: int) -> dict | None:
 def _opcount_group(rep: HangReport, streams: dict[int, Stream]) -> GroupState | None:
     """Positions from NCCL's opCount lines, per communicator, where they are consistent."""
     by_comm: dict[str, dict[int, dict]] = {}
-    owner: dict[tuple[str, int], int] = {}
+    owner: dict[tuple[str, int], tuple[int, str]] = {}
     bad: set[str] = set()
     for r, st in streams.items():
-        for c in st.comms.values():
+        for ptr, c in st.comms.items():
             key = c.get("commId") or f"nranks{c.get('nranks')}"
             if c.get("contradictory"):
                 bad.add(key)
             rank = c.get("rank", r) if c.get("commId") else r
             if not isinstance(rank, int) or ("opCount" not in c and "init" not in c):
                 continue
-            if owner.setdefault((key, rank), id(st)) != id(st):
-                bad.add(key)  # two processes claim one rank of one communicator
+            if owner.setdefault((key, rank), (id(st), ptr)) != (id(st), ptr):
+                bad.add(key)  # two processes, or two communicators, claim one rank of one communicator
             by_comm.setdefault(key, {})[rank] = c
     for key in sorted(bad):
         rep.notes.append(f"communicator {key}: opCounts contradict each other (garbled, or several jobs in one file); "

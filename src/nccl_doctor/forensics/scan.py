@@ -444,7 +444,7 @@ class LogForensics:
             f"l{local}" if local is not None else "file"
         st = self.streams.get(key)
         if st is None:
-            if len(self.streams) >= MAX_STREAMS:
+            if len(self.streams) >= MAX_STREAMS - 1:  # the last place is for the ones over the cap
                 self.note(f"more than {MAX_STREAMS} processes in one file: the rest are counted together")
                 key, rank, local, host, pid = "over-cap", None, None, None, None
                 st = self.streams.get(key)
@@ -464,7 +464,10 @@ class LogForensics:
         """The candidate lines of one chunk (found by the shared prefilter)."""
         data = chunk.data
         line_no: list[int] = [chunk.start, chunk.first_line]
+        mine = self.table.rows_by_id
         for start, end, ids in spans:
+            if ids is not None and not any(i in mine for i in ids):
+                continue  # a line only the KB's signatures want
             raw = data[start:min(end, start + MAX_LINE)]
             text = raw.decode("utf-8", "replace").rstrip("\r")
             rows = self.table.rows(text, ids)
