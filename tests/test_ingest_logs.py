@@ -135,3 +135,29 @@ def test_progress_reports_bytes_and_the_end(doctor, tmp_path):
     ingest_paths(doctor.session(), [str(path)], progress=seen.append)
     assert seen and seen[-1].done_bytes == path.stat().st_size and seen[-1].total_bytes == path.stat().st_size
     assert all(a.done_bytes <= b.done_bytes for a, b in zip(seen, seen[1:]))
+
+
+def test_both_prefilters_find_the_same_evidence(tmp_path):
+    """Without hyperscan one alternation of the needles finds the lines: slower, the same result."""
+    path = tmp_path / "job.log"
+    lockstep(str(path), 2 << 20, ranks=8, behind=3)
+    with open(path, "a") as handle:
+        handle.write("[rank3]:2024-11-09 16:00:00,000 ERROR torch.OutOfMemoryError: CUDA out of memory.\n"
+                     "node-x:1:1 [0] NCCL WARN Cuda failure 'out of memory'\n")
+    fast = read_file(str(path), chunk_bytes=256 << 10).scan
+    plain = read_file(str(path), chunk_bytes=256 << 10, use_hyperscan=False).scan
+    assert fast.to_plain() == plain.to_plain()
+    assert analyze([fast]).to_dict() == analyze([plain]).to_dict()
+
+
+def test_progress_line_goes_to_stderr_only_for_big_logs(capsys):
+    from nccl_doctor.cli import _ProgressLine
+    from nccl_doctor.ingest import Progress
+
+    line = _ProgressLine()
+    line(Progress(10 << 20, 100 << 20, 0, 1, 1.0, "small.log"))  # under 200 MB: nothing shown
+    assert capsys.readouterr().err == ""
+    line(Progress(300 << 20, 1200 << 20, 0, 1, 2.0, "big.log"))
+    err = capsys.readouterr()
+    assert "300 of 1,200 MB" in err.err and "150 MB/s" in err.err and "6 s left" in err.err and err.out == ""
+    line.clear()

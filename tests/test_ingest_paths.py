@@ -221,3 +221,13 @@ def test_ingest_paths_skips_and_reads_in_one_call(tmp_path):
     assert result.files == [str(tmp_path / "rank0.log")] and [s.path for s in result.skipped] == [str(tmp_path / "core")]
     assert session.facts()["nccl_version"].value == "2.21.5"
     assert session.logs[0].name == "rank0.log"
+
+
+def test_fifo_nobody_writes_to_does_not_hang(tmp_path):
+    fifo = tmp_path / "nobody.log"
+    os.mkfifo(fifo)
+    (tmp_path / "rank0.log").write_text(VERSION)
+    started = time.monotonic()
+    done = run("--log", str(fifo), str(tmp_path / "rank0.log"), "--json", "--no-input", timeout=30)
+    assert time.monotonic() - started < 20 and done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout)["facts"]["nccl_version"]["value"] == "2.21.5"

@@ -69,7 +69,8 @@ def open_source(path: str) -> Source:
     """Open a file once and sniff it. Raises :class:`LogProblem` naming the file and the reason
     it cannot be read (permission, binary content, zstd, not a file)."""
     try:
-        handle = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by Source.close
+        # non-blocking, so that opening a FIFO nobody writes to does not wait for a writer
+        handle = os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb", buffering=0)
     except OSError as exc:
         raise LogProblem(f"{path}: cannot open: {_why(exc)}") from None
     try:
@@ -205,20 +206,29 @@ def _gunzip(head: bytes, raw_read: Callable[[int], bytes], name: str) -> Callabl
 
 def _idle_reader(fd: int, idle: float) -> Callable[[int], bytes]:
     """Read what a FIFO or device offers; raise :class:`_Idle` after ``idle`` seconds of silence."""
+    import time
+
     def read(n: int) -> bytes:
         out = bytearray()
-        wait = idle
+        quiet_until = time.monotonic() + idle
         while len(out) < n:
+            wait = max(0.0, quiet_until - time.monotonic()) if not out else 0.05
             ready, _, _ = select.select([fd], [], [], wait)
-            if not ready:
+            piece = None
+            if ready:
+                try:
+                    piece = os.read(fd, n - len(out))
+                except BlockingIOError:  # nothing after all (a FIFO between writers)
+                    piece = None
+            if piece is None:
                 if out:
                     break
-                raise _Idle()
-            piece = os.read(fd, n - len(out))
+                if time.monotonic() >= quiet_until:
+                    raise _Idle()
+                continue
             if not piece:
                 break
             out += piece
-            wait = 0.05  # keep gathering while the writer keeps writing
         return bytes(out)
 
     return read
