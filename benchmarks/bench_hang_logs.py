@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from nccl_doctor.forensics import analyze_paths
-from nccl_doctor.forensics.scan import HANDLERS, PROGRESS
+from nccl_doctor.forensics.handlers import HANDLERS, PROGRESS
 from nccl_doctor.ingest import _Plan
 
 NEEDLES = tuple(dict.fromkeys(h.needle.encode() for h in HANDLERS)) + PROGRESS

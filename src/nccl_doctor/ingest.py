@@ -27,7 +27,8 @@ from .errors import DumpProblem, LogProblem
 from .forensics.analyze import HangReport, analyze
 from .forensics.evidence import FileScan
 from .forensics.frdump import MAX_DUMP_BYTES, parse_dump, scan_dump
-from .forensics.scan import TAIL_BYTES, HandlerTable, LogForensics
+from .forensics.handlers import HandlerTable
+from .forensics.scan import TAIL_BYTES, LogForensics
 from .log_paths import Skipped, expand, short_names
 from .logs import CHUNK_BYTES, Source, chunks, open_source, stdin_source, text_source
 from .prefilter import Needles, Prefilter

@@ -7,10 +7,10 @@ each matched; only first hits become objects, so memory stays flat on any log.
 """
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from .engine.compiled import CompiledKB
 from .engine.matching import LAST_ERROR, SignatureHit, clean_line, last_error_line
@@ -38,7 +38,7 @@ class SignatureTable:
     def __init__(self, specs: Iterable[SignatureSpec], regexes: dict | None = None) -> None:
         self.specs = list(specs)
         self._regexes = regexes  # the KB's own lazily compiled regexes, when in the same process
-        self._compiled: dict[str, re.Pattern[str]] = {}
+        self._compiled: dict[str, Any] = {}  # signature id -> its compiled (RE2) pattern
         self.always = [s for s in self.specs if not s.needles]  # run on every line (none in the packaged KB)
         self.by_needle: dict[int, list[SignatureSpec]] = defaultdict(list)
         self.last_error: list[SignatureSpec] = []
