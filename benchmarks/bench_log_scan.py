@@ -84,12 +84,12 @@ def timed(cmd: list[str]) -> tuple[float, str]:
 SCAN = """
 import json, resource, sys, time
 from nccl_doctor import load_doctor
-from nccl_doctor.ingest import _plan_for, read_file
+from nccl_doctor.ingest import plan_for, read_file
 doctor = load_doctor()
 start = time.perf_counter()
 got = read_file(sys.argv[1], doctor=doctor)
 print(json.dumps({"seconds": time.perf_counter() - start, "lines": got.lines, "hits": sum(got.counts.values()),
-                  "backend": _plan_for(doctor).prefilter.backend,
+                  "backend": plan_for(doctor).prefilter.backend,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 

@@ -161,3 +161,18 @@ def test_progress_line_goes_to_stderr_only_for_big_logs(capsys):
     err = capsys.readouterr()
     assert "300 of 1,200 MB" in err.err and "150 MB/s" in err.err and "6 s left" in err.err and err.out == ""
     line.clear()
+
+
+@pytest.mark.parametrize("name", ["ingest", "logs", "log_paths", "prefilter", "scanner", "workers", "forensics",
+                                  "forensics.analyze", "forensics.evidence", "forensics.frdump", "forensics.handlers",
+                                  "forensics.hang", "forensics.plainpickle", "forensics.scan"])
+def test_public_names_exist_and_are_documented(name):
+    import importlib
+    import inspect
+
+    module = importlib.import_module(f"nccl_doctor.{name}")
+    assert module.__doc__ and len(module.__all__) == len(set(module.__all__))
+    for attr in module.__all__:
+        obj = getattr(module, attr)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"{name}.{attr} has no docstring"

@@ -34,8 +34,9 @@ from .logs import CHUNK_BYTES, Source, chunks, open_source, stdin_source, text_s
 from .prefilter import Needles, Prefilter
 from .scanner import SignatureScanner, SignatureSpec, SignatureTable
 
-__all__ = ["ingest_paths", "ingest_text", "IngestResult", "Skipped", "Progress", "read_paths", "read_file",
-           "forensics_of_paths", "PARALLEL_MIN_BYTES"]
+__all__ = ["ingest_paths", "ingest_text", "IngestResult", "SourceResult", "Skipped", "Progress", "ReadingPlan",
+           "plan_for", "read_source", "open_and_read", "read_paths", "read_file", "forensics_of_paths",
+           "PARALLEL_MIN_BYTES"]
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this, worker processes cost more than they save
 
@@ -101,7 +102,7 @@ class SourceResult:
 
 
 # ----------------------------------------------------------------------------------- the plan
-class _Plan:
+class ReadingPlan:
     """Everything needed to read logs for one KB: the signature table, the forensics' handler
     table and the prefilter holding both sets of needles. Built once per KB and process."""
 
@@ -114,22 +115,25 @@ class _Plan:
         self.prefilter = Prefilter(needles, use_hyperscan=use_hyperscan)
 
 
-_PLANS: dict[int, tuple[Any, _Plan]] = {}
+_PLANS: dict[int, tuple[Any, ReadingPlan]] = {}
 _PLANS_LOCK = threading.Lock()
 
 
-def _plan_for(doctor: Any) -> _Plan:
+def plan_for(doctor: Any) -> ReadingPlan:
+    """The reading plan for a Doctor's KB (built once; the few most recent KBs are kept)."""
     ckb = doctor.compiled
     with _PLANS_LOCK:
         found = _PLANS.get(id(ckb))
         if found is None or found[0] is not ckb:
             table = SignatureTable.from_kb(ckb)
-            found = _PLANS[id(ckb)] = (ckb, _Plan(table.specs, ckb.signature_regexes))
+            found = _PLANS[id(ckb)] = (ckb, ReadingPlan(table.specs, ckb.signature_regexes))
+            while len(_PLANS) > 8:
+                del _PLANS[next(iter(_PLANS))]
         return found[1]
 
 
 # --------------------------------------------------------------------------- reading a source
-def read_source(plan: _Plan, source: Source, *, on_bytes: Callable[[int], None] | None = None,
+def read_source(plan: ReadingPlan, source: Source, *, on_bytes: Callable[[int], None] | None = None,
                 chunk_bytes: int = CHUNK_BYTES) -> SourceResult:
     """Read one opened source to its end (or to Ctrl-C): signature hits and hang evidence."""
     result = SourceResult(name=source.name, kind=source.kind)
@@ -156,7 +160,7 @@ def _read_dump(source: Source, result: SourceResult) -> SourceResult:
     return result
 
 
-def _read_log(plan: _Plan, source: Source, result: SourceResult, on_bytes: Callable[[int], None] | None,
+def _read_log(plan: ReadingPlan, source: Source, result: SourceResult, on_bytes: Callable[[int], None] | None,
               chunk_bytes: int) -> SourceResult:
     signatures = SignatureScanner(plan.signatures)
     forensics = LogForensics(source.path or source.name, plan.handlers, name=source.name)
@@ -192,7 +196,8 @@ def _read_log(plan: _Plan, source: Source, result: SourceResult, on_bytes: Calla
     return result
 
 
-def _open_and_read(plan: _Plan, path: str, name: str, on_bytes: Callable[[int], None] | None = None) -> SourceResult:
+def open_and_read(plan: ReadingPlan, path: str, name: str, on_bytes: Callable[[int], None] | None = None) -> SourceResult:
+    """Open, sniff and read one path (``-`` for stdin); what cannot be used comes back skipped."""
     try:
         source = stdin_source() if path == "-" else open_source(path)
     except LogProblem as exc:
@@ -207,7 +212,7 @@ def _open_and_read(plan: _Plan, path: str, name: str, on_bytes: Callable[[int], 
 
 
 # ------------------------------------------------------------------------------ many sources
-def read_paths(plan: _Plan, paths: list[str], *, progress: Callable[[Progress], None] | None = None,
+def read_paths(plan: ReadingPlan, paths: list[str], *, progress: Callable[[Progress], None] | None = None,
                jobs: int | None = None) -> tuple[list[SourceResult], bool]:
     """Read every file (in worker processes when there is enough to share); (results, interrupted)."""
     sizes = {p: _size(p) for p in paths}
@@ -226,7 +231,7 @@ def read_paths(plan: _Plan, paths: list[str], *, progress: Callable[[Progress], 
             if progress is not None:
                 progress(Progress(finished + pos, total, index, len(paths), time.monotonic() - start, path))
 
-        result = _open_and_read(plan, path, names[path], on_bytes)
+        result = open_and_read(plan, path, names[path], on_bytes)
         results.append(result)
         finished += sizes.get(path) or result.bytes
         if result.interrupted:
@@ -252,7 +257,7 @@ def ingest_paths(session: Any, args: Iterable[str], *, progress: Callable[[Progr
     could be used (the message says why); files that cannot be used are skipped with a reason
     in the result. Ctrl-C stops the reading at once: the result is then partial."""
     expansion = expand(list(args))
-    plan = _plan_for(session.doctor)
+    plan = plan_for(session.doctor)
     results, interrupted = read_paths(plan, expansion.files, progress=progress, jobs=jobs)
     result = _apply(session, results, expansion.skipped, expansion.notes)
     if interrupted:
@@ -269,7 +274,7 @@ def ingest_paths(session: Any, args: Iterable[str], *, progress: Callable[[Progr
 def ingest_text(session: Any, text: str | bytes, name: str = "log") -> IngestResult:
     """Log text already in memory (an upload, a paste, a bot's attachment) into a session:
     the same reader, signatures and hang forensics as files."""
-    plan = _plan_for(session.doctor)
+    plan = plan_for(session.doctor)
     result = read_source(plan, text_source(text, name))
     return _apply(session, [result], [], [])
 
@@ -323,7 +328,7 @@ def _hang_into_session(session: Any, scans: list[FileScan], out: IngestResult) -
 def forensics_of_paths(paths: list[str], *, jobs: int | None = None) -> HangReport:
     """The hang analysis alone of some paths (files that cannot be used become its problems)."""
     expansion = expand(paths)
-    plan = _Plan([])
+    plan = ReadingPlan([])
     results, _ = read_paths(plan, expansion.files, jobs=jobs)
     report = analyze([r.scan for r in results if r.scan is not None])
     report.problems[:0] = [str(s) for s in expansion.skipped] + [f"{r.path}: {r.skipped}" for r in results if r.skipped]
@@ -335,11 +340,11 @@ def read_file(path: str, *, doctor: Any = None, chunk_bytes: int = CHUNK_BYTES,
     """Read one file alone (tests, benchmarks): its signature hits with ``doctor``'s KB, and its
     hang evidence. Raises :class:`LogProblem` when it cannot be used."""
     if doctor is None:
-        plan = _Plan([], use_hyperscan=use_hyperscan)
+        plan = ReadingPlan([], use_hyperscan=use_hyperscan)
     elif use_hyperscan:
-        plan = _plan_for(doctor)
+        plan = plan_for(doctor)
     else:
-        plan = _Plan(SignatureTable.from_kb(doctor.compiled).specs, doctor.compiled.signature_regexes, use_hyperscan=False)
+        plan = ReadingPlan(SignatureTable.from_kb(doctor.compiled).specs, doctor.compiled.signature_regexes, use_hyperscan=False)
     result = read_source(plan, open_source(path), chunk_bytes=chunk_bytes)
     if result.skipped:
         raise LogProblem(f"{path}: {result.skipped}")

@@ -45,17 +45,17 @@ def _die_with_parent(parent: int) -> None:
 def _init_worker(specs: list, use_hyperscan: bool, parent: int) -> None:
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from .ingest import _Plan
+    from .ingest import ReadingPlan
 
     global _PLAN
-    _PLAN = _Plan(specs, use_hyperscan=use_hyperscan)
+    _PLAN = ReadingPlan(specs, use_hyperscan=use_hyperscan)
 
 
 def _read(job: tuple[int, str, str]) -> tuple[int, Any]:
-    from .ingest import _open_and_read
+    from .ingest import open_and_read
 
     index, path, name = job
-    return index, _open_and_read(_PLAN, path, name)
+    return index, open_and_read(_PLAN, path, name)
 
 
 def read_in_workers(specs: list, paths: list[str], names: dict[str, str], sizes: dict[str, int | None], *, jobs: int,

@@ -58,6 +58,8 @@ class GroupState:
 
 @dataclass
 class FirstFailure:
+    """The earliest failure that is a cause, not a consequence (by time, then by kind)."""
+
     rank: int
     host: str | None
     kind: str
@@ -69,6 +71,8 @@ class FirstFailure:
 
 @dataclass
 class Mismatch:
+    """Ranks that called a different collective (op, size or dtype) from the others."""
+
     ranks: list[int]
     kind: str | None
     per_rank: dict
@@ -77,6 +81,8 @@ class Mismatch:
 
 @dataclass
 class Culprit:
+    """The rank(s) everyone waits for, their hosts, and why they are named."""
+
     ranks: list[int]
     hosts: list[str]
     reason: str  # crashed_first, different_collective, never_joined, exited_early, silent, node_missing

@@ -23,6 +23,9 @@ MAX_RECORDS = 4096  # elastic exit records, RAS rows, ranks named by a barrier, 
 
 @dataclass
 class Event:
+    """An error or warning a process printed: what, when, where (file:line), and whether it is a
+    cause (``primary``) rather than a consequence of someone else's failure."""
+
     kind: str
     text: str
     ts: float | None
@@ -32,6 +35,9 @@ class Event:
 
 @dataclass
 class PGState:
+    """Where one process stands in one process group: the latest work it enqueued, started and
+    completed, the work the watchdog caught, and the Flight Recorder entries around it."""
+
     enqueued: int | None = None
     started: int | None = None
     completed: int | None = None
@@ -146,6 +152,9 @@ def _earlier(a: Event, b: Event) -> bool:
 
 @dataclass
 class FileScan:
+    """Everything one file says for the hang analysis: a stream per process, and the file-wide
+    reports (desync, RAS, torchelastic's failure summary)."""
+
     path: str
     streams: list[Stream]
     desync: dict = field(default_factory=dict)  # lagging ranks from TORCH_NCCL_DESYNC_DEBUG
