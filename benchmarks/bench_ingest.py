@@ -235,7 +235,7 @@ except subprocess.TimeoutExpired:
     seconds = float("inf")
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 sys.stdout.write(json.dumps({"seconds": seconds, "peak_mb": peak, "rc": proc.returncode,
-                             "out": out.decode("utf-8", "replace")[-200000:], "err": err.decode("utf-8", "replace")[-2000:]}))
+                             "out": out.decode("utf-8", "replace"), "err": err.decode("utf-8", "replace")[-2000:]}))
 """
 
 

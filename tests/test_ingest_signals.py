@@ -55,6 +55,7 @@ class SlowWriter:
     def __init__(self, path: Path | None = None, stream=None, first: str = "") -> None:
         self.path, self.stream, self.first = path, stream, first
         self.stop = threading.Event()
+        self.started = threading.Event()  # set once the first lines are written
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -63,6 +64,7 @@ class SlowWriter:
             handle = self.stream or open(self.path, "w")  # noqa: SIM115 - closed below
             handle.write(self.first)
             handle.flush()
+            self.started.set()
             while not self.stop.wait(0.2):
                 handle.write("[rank9]: still training\n")
                 handle.flush()
@@ -144,6 +146,7 @@ def test_ctrl_c_on_a_piped_log_uses_what_came(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     writer = SlowWriter(stream=proc.stdin, first=WATCHDOG.format(r=3))
     try:
+        assert writer.started.wait(30)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and _unread(proc.stdin) != 0:
             time.sleep(0.05)  # the tool has taken the first lines from the pipe

@@ -169,7 +169,7 @@ def _read_log(plan: ReadingPlan, source: Source, result: SourceResult, on_bytes:
     spans_of = plan.prefilter.spans
     try:
         kept = TAIL_BYTES // chunk_bytes + 2  # the tail below holds at most this many chunks
-        for chunk in chunks(source, chunk_bytes=chunk_bytes, keep=kept):
+        for chunk in chunks(source, chunk_bytes=chunk_bytes, keep=kept, buffers=_thread_buffers()):
             spans = spans_of(chunk.data, chunk.start, chunk.end)
             if spans:
                 signatures.feed(chunk, spans)
@@ -194,6 +194,18 @@ def _read_log(plan: ReadingPlan, source: Source, result: SourceResult, on_bytes:
     result.hits, result.counts = signatures.hits(), dict(signatures.counts)
     result.scan = forensics.finish(lines=lines, size=done, partial=result.stopped is not None)
     return result
+
+
+_BUFFERS = threading.local()
+
+
+def _thread_buffers() -> list[bytearray]:
+    """This thread's read buffers, reused from one source to the next (sources are read one after
+    another in a thread, each finished before the next starts)."""
+    found = getattr(_BUFFERS, "ring", None)
+    if found is None:
+        found = _BUFFERS.ring = []
+    return found
 
 
 def open_and_read(plan: ReadingPlan, path: str, name: str, on_bytes: Callable[[int], None] | None = None) -> SourceResult:
@@ -222,8 +234,7 @@ def read_paths(plan: ReadingPlan, paths: list[str], *, progress: Callable[[Progr
     if jobs > 1 and len(paths) > 1 and (total or 0) >= PARALLEL_MIN_BYTES and "-" not in paths:
         from .workers import read_in_workers
 
-        return read_in_workers(plan.specs, paths, names, sizes, jobs=min(jobs, len(paths)), progress=progress,
-                               use_hyperscan=plan.prefilter.backend == "hyperscan")
+        return read_in_workers(plan, paths, names, sizes, jobs=min(jobs, len(paths)), progress=progress)
     results: list[SourceResult] = []
     start, finished = time.monotonic(), 0
     for index, path in enumerate(paths):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from .errors import LogProblem
 
 __all__ = ["LogProblem", "Source", "Chunk", "open_source", "text_source", "stdin_source", "chunks",
-           "looks_binary", "CHUNK_BYTES", "MAX_LINE_BYTES", "CONTEXT_BYTES", "IDLE_SECONDS"]
+           "LineCounter", "looks_binary", "CHUNK_BYTES", "MAX_LINE_BYTES", "CONTEXT_BYTES", "IDLE_SECONDS"]
 
 CHUNK_BYTES = 8 << 20
 MAX_LINE_BYTES = 64 << 10
@@ -34,14 +34,18 @@ HEAD_BYTES = 64 << 10
 _GZIP, _ZSTD = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
 
 
+_CONTROL = bytes(b for b in range(32) if b not in (9, 10, 13)) + b"\x7f"
+
+
 def looks_binary(head: bytes) -> bool:
     """True when the first bytes of a file look like anything but text."""
-    if not head:
+    sample = head[:8192]
+    if not sample:
         return False
-    if b"\x00" in head[:8192]:
+    if b"\x00" in sample:
         return True
-    text_like = sum(1 for b in head[:8192] if b in (9, 10, 13) or 32 <= b < 127 or b >= 128)
-    return text_like / min(len(head), 8192) < 0.85
+    text_like = len(sample.translate(None, _CONTROL))
+    return text_like / len(sample) < 0.85
 
 
 @dataclass
@@ -79,11 +83,22 @@ def open_source(path: str) -> Source:
         if not (regular or stat.S_ISFIFO(info.st_mode) or stat.S_ISCHR(info.st_mode)):
             raise LogProblem(f"{path}: not a regular file")
         endless = not regular or (info.st_size == 0 and _pseudo(path))
-        raw_read = _idle_reader(handle.fileno(), IDLE_SECONDS) if endless else handle.read
+        consumed = [0]  # counted here: tell() would wait for the reading thread's read to finish
+
+        def raw_read(n: int, read=_idle_reader(handle.fileno(), IDLE_SECONDS) if endless else handle.read) -> bytes:
+            data = read(n)
+            consumed[0] += len(data)
+            return data
+
+        def readinto(view: memoryview) -> int:
+            got = handle.readinto(view) or 0
+            consumed[0] += got
+            return got
+
         source = _sniffed(path, raw_read, info.st_size if regular and not endless else None,
-                          lambda: handle.tell() if regular else 0, endless, handle.close)
+                          lambda: consumed[0], endless, handle.close)
         if regular and not endless and source.read is raw_read:
-            source.readinto = handle.readinto
+            source.readinto = readinto
         source.path = path
     except LogProblem:
         handle.close()
@@ -261,18 +276,41 @@ class Chunk:
         return self.first_line + self.data.count(b"\n", self.start, pos)
 
 
-def chunks(source: Source, *, chunk_bytes: int = CHUNK_BYTES, keep: int = 0) -> Iterator[Chunk]:
+class LineCounter:
+    """Line numbers of positions in a chunk, counting newlines only from the nearest known point
+    (the last position asked, the chunk's start or its end), so a hit near either end is cheap."""
+
+    def __init__(self, chunk: Chunk) -> None:
+        self.chunk = chunk
+        self._pos, self._line = chunk.start, chunk.first_line
+
+    def __call__(self, pos: int) -> int:
+        chunk = self.chunk
+        if pos < self._pos:
+            self._pos, self._line = chunk.start, chunk.first_line
+        if chunk.end - pos < pos - self._pos:  # nearer the end: count back from it
+            self._pos, self._line = pos, chunk.first_line + chunk.lines - chunk.data.count(b"\n", pos, chunk.end)
+            return self._line
+        self._line += chunk.data.count(b"\n", self._pos, pos)
+        self._pos = pos
+        return self._line
+
+
+def chunks(source: Source, *, chunk_bytes: int = CHUNK_BYTES, keep: int = 0,
+           buffers: list[bytearray] | None = None) -> Iterator[Chunk]:
     """Whole-line chunks of a source, each byte read once. A chunk is handed out only once the
     lines after it are read too (its look-ahead), except at the end.
 
     The caller may hold on to its last ``keep`` chunks; older chunks' buffers are reused for
     reading (no allocation, no page faults per chunk), so their ``data`` must not be used after.
+    ``buffers`` (owned by the caller, one thread's) carries those buffers over to the next source,
+    which must then be read only once the caller is done with this one's chunks.
     Big sources are read ahead by a thread (reading and counting lines while the caller scans
     the previous chunk). At the end ``source.stopped`` says why reading stopped early (a FIFO
     that went quiet), if it did; a read error raises LogProblem."""
     if source.readinto is not None and chunk_bytes >= 1 << 20 and (source.size is None or source.size > chunk_bytes):
-        return _read_ahead(_chunks(source, chunk_bytes, keep + 2 + _AHEAD))
-    return _chunks(source, chunk_bytes, keep + 2)
+        return _read_ahead(_chunks(source, chunk_bytes, keep + 2 + _AHEAD, buffers))
+    return _chunks(source, chunk_bytes, keep + 2, buffers)
 
 
 _AHEAD = 2  # chunks a reading thread may have ready before the caller takes them
@@ -324,11 +362,12 @@ def _read_ahead(produce: Iterator[Chunk]) -> Iterator[Chunk]:
         worker.join(timeout=0.2)  # a thread still waiting on a silent pipe is left to end with the process
 
 
-def _chunks(source: Source, chunk_bytes: int, slots: int) -> Iterator[Chunk]:
+def _chunks(source: Source, chunk_bytes: int, slots: int, buffers: list[bytearray] | None) -> Iterator[Chunk]:
     look = min(CONTEXT_BYTES, max(1, chunk_bytes // 2))
     pending, skip, line, offset = b"", 0, 1, 0
     head = memoryview(source.head)
-    ring: list[bytearray] = []
+    ring: list[bytearray] = buffers if buffers is not None else []
+    scratch: list = []
     while True:
         if head:  # the bytes read when the source was sniffed come first
             more, head = head[:chunk_bytes], head[chunk_bytes:]
@@ -348,7 +387,7 @@ def _chunks(source: Source, chunk_bytes: int, slots: int) -> Iterator[Chunk]:
                 else:
                     pending = bytes(data)
                     continue
-        lines = data.count(b"\n", skip, cut)
+        lines = _newlines(data, skip, cut, scratch)
         if cut > skip:
             yield Chunk(data, skip, cut, line, offset, lines)
         if ended:
@@ -359,24 +398,53 @@ def _chunks(source: Source, chunk_bytes: int, slots: int) -> Iterator[Chunk]:
         pending, skip = bytes(data[keep_from:]), cut - keep_from
 
 
+_SLACK = 256 << 10  # room in each read buffer for the lines carried over from the previous read
+_COUNTED = [0]  # bytes this process has counted lines in
+_NUMPY: list = []  # [numpy or None], imported once this process reads big logs
+
+
+def _newlines(data: bytes | bytearray, start: int, end: int, scratch: list) -> int:
+    """Newlines in ``data[start:end]``: numpy's vector compare (``pip install 'nccl-doctor[fast]'``,
+    about four times ``bytes.count``) once this process has counted 64 MB, so small runs do not pay
+    for its import; ``bytes.count`` otherwise. ``scratch`` keeps the compare's output array."""
+    _COUNTED[0] += end - start
+    if end - start >= 1 << 20 and _COUNTED[0] >= 64 << 20:
+        if not _NUMPY:
+            try:
+                import numpy
+            except ImportError:
+                numpy = None
+            _NUMPY.append(numpy)
+        np = _NUMPY[0]
+        if np is not None:
+            if not scratch or len(scratch[0]) < end - start:
+                scratch[:] = [np.empty(end - start + _SLACK, dtype=bool)]
+            out = scratch[0][:end - start]
+            np.equal(np.frombuffer(data, np.uint8, end - start, start), 10, out=out)
+            return int(np.count_nonzero(out))
+    return data.count(b"\n", start, end)
+
+
 def _read_after(source: Source, pending: bytes, n: int, ring: list[bytearray], slots: int) -> bytes | bytearray:
     """``pending`` followed by up to ``n`` more bytes of the source, read straight into a buffer
-    (one of ``slots`` buffers used in turn, when the source can fill a buffer itself)."""
+    (one of ``slots`` buffers used in turn, when the source can fill a buffer itself). Buffers keep
+    their memory from one read to the next: resizing them within it costs neither a copy nor the
+    page faults of fresh memory."""
     if source.readinto is None:
         more = _read(source, n)
         return pending + more if pending else more
     size = len(pending) + n
     if n < (1 << 20) or len(ring) < slots:
-        buffer = bytearray(size)
+        buffer = bytearray(size + _SLACK)
         if n >= (1 << 20):
             ring.append(buffer)
     else:
         buffer = ring.pop(0)
         ring.append(buffer)
-        if len(buffer) > size:  # within its allocation: no copy either way
-            del buffer[size:]
-        elif len(buffer) < size:
-            buffer.extend(bytes(size - len(buffer)))
+    if len(buffer) > size:
+        del buffer[size:]  # at least half of what it holds: CPython keeps the memory
+    elif len(buffer) < size:
+        buffer.extend(bytes(size - len(buffer)))
     buffer[:len(pending)] = pending
     with memoryview(buffer) as view, view[len(pending):] as free:
         try:
@@ -384,10 +452,11 @@ def _read_after(source: Source, pending: bytes, n: int, ring: list[bytearray], s
         except OSError as exc:
             raise LogProblem(f"{source.name}: cannot read: {_why(exc)}") from None
     if got < n:
+        if len(pending) + got < len(buffer) // 2:  # a short end: copy it out, keep the buffer whole
+            with memoryview(buffer) as view:
+                return view[:len(pending) + got].tobytes()
         del buffer[len(pending) + got:]
     return buffer
-
-
 def _read(source: Source, n: int) -> bytes:
     try:
         return source.read(n)

@@ -14,10 +14,10 @@ from typing import Any
 
 from .engine.compiled import CompiledKB
 from .engine.matching import LAST_ERROR, SignatureHit, clean_line, last_error_line
-from .logs import MAX_LINE_BYTES, Chunk
+from .logs import MAX_LINE_BYTES, Chunk, LineCounter
 from .prefilter import Needles, Span
 
-__all__ = ["SignatureSpec", "SignatureTable", "SignatureScanner", "LineCounter"]
+__all__ = ["SignatureSpec", "SignatureTable", "SignatureScanner"]
 
 _LAST_ERROR = LAST_ERROR.encode()
 
@@ -91,21 +91,6 @@ class SignatureTable:
             for spec in self.by_needle.get(nid, ()):
                 out.setdefault(spec.id, spec)
         return list(out.values()) + self.always
-
-
-class LineCounter:
-    """Line numbers of positions in a chunk, counting newlines only as far as asked."""
-
-    def __init__(self, chunk: Chunk) -> None:
-        self.chunk = chunk
-        self._pos, self._line = chunk.start, chunk.first_line
-
-    def __call__(self, pos: int) -> int:
-        if pos < self._pos:
-            self._pos, self._line = self.chunk.start, self.chunk.first_line
-        self._line += self.chunk.data.count(b"\n", self._pos, pos)
-        self._pos = pos
-        return self._line
 
 
 class SignatureScanner:

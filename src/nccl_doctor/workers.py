@@ -45,10 +45,11 @@ def _die_with_parent(parent: int) -> None:
 def _init_worker(specs: list, use_hyperscan: bool, parent: int) -> None:
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from .ingest import ReadingPlan
-
     global _PLAN
-    _PLAN = ReadingPlan(specs, use_hyperscan=use_hyperscan)
+    if _PLAN is None:  # spawned: build it; forked: the parent's is here already
+        from .ingest import ReadingPlan
+
+        _PLAN = ReadingPlan(specs, use_hyperscan=use_hyperscan)
 
 
 def _read(job: tuple[int, str, str]) -> tuple[int, Any]:
@@ -58,16 +59,24 @@ def _read(job: tuple[int, str, str]) -> tuple[int, Any]:
     return index, open_and_read(_PLAN, path, name)
 
 
-def read_in_workers(specs: list, paths: list[str], names: dict[str, str], sizes: dict[str, int | None], *, jobs: int,
-                    progress: Callable | None, use_hyperscan: bool) -> tuple[list, bool]:
-    """Read the files in ``jobs`` processes; (results in the order of ``paths``, interrupted)."""
+def read_in_workers(plan: Any, paths: list[str], names: dict[str, str], sizes: dict[str, int | None], *, jobs: int,
+                    progress: Callable | None) -> tuple[list, bool]:
+    """Read the files in ``jobs`` processes; (results in the order of ``paths``, interrupted).
+
+    Workers are forked when this process runs no other thread (they start at once, with the
+    plan already built); otherwise they are spawned afresh, as forking a threaded process is
+    unsafe."""
     from .ingest import Progress
 
-    context = multiprocessing.get_context("spawn")
+    global _PLAN
+    fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if fork else "spawn")
+    _PLAN = plan if fork else None
     total = sum(s for s in sizes.values() if s) or None
     done: dict[int, Any] = {}
     start, read_bytes, interrupted = time.monotonic(), 0, False
-    pool = context.Pool(jobs, initializer=_init_worker, initargs=(specs, use_hyperscan, os.getpid()))
+    pool = context.Pool(jobs, initializer=_init_worker,
+                        initargs=(plan.specs, plan.prefilter.backend == "hyperscan", os.getpid()))
     try:
         for index, result in pool.imap_unordered(_read, [(i, p, names[p]) for i, p in enumerate(paths)], chunksize=1):
             done[index] = result
@@ -83,4 +92,5 @@ def read_in_workers(specs: list, paths: list[str], names: dict[str, str], sizes:
         raise
     finally:
         pool.join()
+        _PLAN = None
     return [done[i] for i in sorted(done)], interrupted

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ..logs import Chunk
+from ..logs import Chunk, LineCounter
 from ..prefilter import Span
 from .evidence import MAX_RANK, MAX_STREAMS, FileScan, Stream, names_from_path, parse_ts
 from .handlers import FINGERPRINT, FINGERPRINT_RE, OPCOUNT, OPCOUNT_RE, OPNAME_RE, HandlerTable, Line
@@ -20,7 +20,8 @@ __all__ = ["LogForensics", "TAIL_BYTES"]
 
 MAX_LINE = 16 << 10
 TAIL_BYTES = 16 << 20  # the end of a log that is read for each process's latest collective
-_PROGRESS_MIN = 256  # tail lines read past the last new process/communicator before stopping
+_PROGRESS_MIN = 32  # tail lines read past the last new process/communicator before stopping
+_FIRST_WITHIN = 4 << 20  # a log whose last 4 MB hold no progress line of a kind has none worth reading
 _PROGRESS_MAX = 200_000  # tail progress lines read at most
 _KEYS_MAX = 8192  # (process, communicator) pairs followed in the tail
 
@@ -103,7 +104,7 @@ class LogForensics:
     def feed(self, chunk: Chunk, spans: list[Span]) -> None:
         """The candidate lines of one chunk (found by the shared prefilter)."""
         data = chunk.data
-        line_no: list[int] = [chunk.start, chunk.first_line]
+        line_of = LineCounter(chunk)
         mine = self.table.rows_by_id
         for start, end, ids in spans:
             if ids is not None and not any(i in mine for i in ids):
@@ -113,14 +114,12 @@ class LogForensics:
             rows = self.table.rows(text, ids)
             if not rows:
                 continue
-            line_no[1] += data.count(b"\n", line_no[0], start)
-            line_no[0] = start
             st = self.stream_for(text)
             ts = parse_ts(text[:120])
             if ts is not None:
                 st.first_ts = ts if st.first_ts is None else min(st.first_ts, ts)
                 st.last_ts = ts if st.last_ts is None else max(st.last_ts, ts)
-            ln = Line(text, f"{self.base}:{line_no[1]}", ts, st, chunk, start, end)
+            ln = Line(text, f"{self.base}:{line_of(start)}", ts, st, chunk, start, end)
             for row in rows:
                 m = row.pattern.search(text) if row.pattern is not None else None
                 if row.pattern is None or m:
@@ -134,14 +133,21 @@ class LogForensics:
         self._tail_fingerprints(tail)
 
     def _backwards(self, tail: list[Chunk], needle: bytes):
-        """(chunk, line start, needle position, line number) of the lines holding ``needle``, newest first."""
+        """(chunk, line start, needle position, line number) of the lines holding ``needle``, newest
+        first; none when the last :data:`_FIRST_WITHIN` bytes hold none."""
+        searched, found = 0, False
         for chunk in reversed(tail):
             data = chunk.data
             hi, pos_ref, line_ref = chunk.end, chunk.end, chunk.first_line + chunk.lines
             while True:
-                pos = data.rfind(needle, chunk.start, hi)
+                lo = chunk.start if found else max(chunk.start, hi - (_FIRST_WITHIN - searched))
+                pos = data.rfind(needle, lo, hi)
                 if pos < 0:
+                    searched += hi - lo
+                    if not found and searched >= _FIRST_WITHIN:
+                        return
                     break
+                found = True
                 ls = data.rfind(b"\n", 0, pos) + 1
                 line_ref -= data.count(b"\n", ls, pos_ref)
                 pos_ref = ls
