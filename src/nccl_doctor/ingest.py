@@ -113,6 +113,7 @@ class ReadingPlan:
         self.signatures.register(needles)
         self.handlers = HandlerTable(needles)
         self.prefilter = Prefilter(needles, use_hyperscan=use_hyperscan)
+        self.read_ahead = True  # a thread reads the next chunk while this one is scanned
 
 
 _PLANS: dict[int, tuple[Any, ReadingPlan]] = {}
@@ -169,7 +170,8 @@ def _read_log(plan: ReadingPlan, source: Source, result: SourceResult, on_bytes:
     spans_of = plan.prefilter.spans
     try:
         kept = TAIL_BYTES // chunk_bytes + 2  # the tail below holds at most this many chunks
-        for chunk in chunks(source, chunk_bytes=chunk_bytes, keep=kept, buffers=_thread_buffers()):
+        for chunk in chunks(source, chunk_bytes=chunk_bytes, keep=kept, buffers=_thread_buffers(),
+                            read_ahead=plan.read_ahead):
             spans = spans_of(chunk.data, chunk.start, chunk.end)
             if spans:
                 signatures.feed(chunk, spans)

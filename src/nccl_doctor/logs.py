@@ -297,7 +297,7 @@ class LineCounter:
 
 
 def chunks(source: Source, *, chunk_bytes: int = CHUNK_BYTES, keep: int = 0,
-           buffers: list[bytearray] | None = None) -> Iterator[Chunk]:
+           buffers: list[bytearray] | None = None, read_ahead: bool = True) -> Iterator[Chunk]:
     """Whole-line chunks of a source, each byte read once. A chunk is handed out only once the
     lines after it are read too (its look-ahead), except at the end.
 
@@ -306,9 +306,10 @@ def chunks(source: Source, *, chunk_bytes: int = CHUNK_BYTES, keep: int = 0,
     ``buffers`` (owned by the caller, one thread's) carries those buffers over to the next source,
     which must then be read only once the caller is done with this one's chunks.
     Big sources are read ahead by a thread (reading and counting lines while the caller scans
-    the previous chunk). At the end ``source.stopped`` says why reading stopped early (a FIFO
+    the previous chunk) unless ``read_ahead`` is off (worker processes already keep every core busy). At the end ``source.stopped`` says why reading stopped early (a FIFO
     that went quiet), if it did; a read error raises LogProblem."""
-    if source.readinto is not None and chunk_bytes >= 1 << 20 and (source.size is None or source.size > chunk_bytes):
+    if read_ahead and source.readinto is not None and chunk_bytes >= 1 << 20 and (
+            source.size is None or source.size > chunk_bytes):
         return _read_ahead(_chunks(source, chunk_bytes, keep + 2 + _AHEAD, buffers))
     return _chunks(source, chunk_bytes, keep + 2, buffers)
 
@@ -403,6 +404,17 @@ _COUNTED = [0]  # bytes this process has counted lines in
 _NUMPY: list = []  # [numpy or None], imported once this process reads big logs
 
 
+def expect_big_reads() -> None:
+    """Import what counting big logs uses now (before forking workers, so they share it)."""
+    _COUNTED[0] = max(_COUNTED[0], 64 << 20)
+    if not _NUMPY:
+        try:
+            import numpy
+        except ImportError:
+            numpy = None
+        _NUMPY.append(numpy)
+
+
 def _newlines(data: bytes | bytearray, start: int, end: int, scratch: list) -> int:
     """Newlines in ``data[start:end]``: numpy's vector compare (``pip install 'nccl-doctor[fast]'``,
     about four times ``bytes.count``) once this process has counted 64 MB, so small runs do not pay
@@ -410,11 +422,7 @@ def _newlines(data: bytes | bytearray, start: int, end: int, scratch: list) -> i
     _COUNTED[0] += end - start
     if end - start >= 1 << 20 and _COUNTED[0] >= 64 << 20:
         if not _NUMPY:
-            try:
-                import numpy
-            except ImportError:
-                numpy = None
-            _NUMPY.append(numpy)
+            expect_big_reads()
         np = _NUMPY[0]
         if np is not None:
             if not scratch or len(scratch[0]) < end - start:

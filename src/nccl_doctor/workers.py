@@ -50,6 +50,7 @@ def _init_worker(specs: list, use_hyperscan: bool, parent: int) -> None:
         from .ingest import ReadingPlan
 
         _PLAN = ReadingPlan(specs, use_hyperscan=use_hyperscan)
+    _PLAN.read_ahead = False  # the workers keep every core busy: a reading thread would only add switches
 
 
 def _read(job: tuple[int, str, str]) -> tuple[int, Any]:
@@ -69,6 +70,9 @@ def read_in_workers(plan: Any, paths: list[str], names: dict[str, str], sizes: d
     from .ingest import Progress
 
     global _PLAN
+    from .logs import expect_big_reads
+
+    expect_big_reads()  # imported once here, shared by forked workers
     fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if fork else "spawn")
     _PLAN = plan if fork else None
