@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .engine.matching import SignatureHit
-from .errors import DumpProblem, LogProblem
+from .errors import DumpProblem, InputTooLarge, LogProblem
 from .forensics.analyze import HangReport, analyze
 from .forensics.evidence import FileScan
 from .forensics.frdump import MAX_DUMP_BYTES, parse_dump, scan_dump
@@ -39,6 +39,7 @@ __all__ = ["ingest_paths", "ingest_text", "IngestResult", "SourceResult", "Skipp
            "PARALLEL_MIN_BYTES"]
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this, worker processes cost more than they save
+TEXT_CHUNK_BYTES = 1 << 20  # text read against a deadline: checked at least this often
 
 
 @dataclass
@@ -135,13 +136,14 @@ def plan_for(doctor: Any) -> ReadingPlan:
 
 # --------------------------------------------------------------------------- reading a source
 def read_source(plan: ReadingPlan, source: Source, *, on_bytes: Callable[[int], None] | None = None,
-                chunk_bytes: int = CHUNK_BYTES) -> SourceResult:
-    """Read one opened source to its end (or to Ctrl-C): signature hits and hang evidence."""
+                chunk_bytes: int = CHUNK_BYTES, deadline: float | None = None) -> SourceResult:
+    """Read one opened source to its end (or to Ctrl-C): signature hits and hang evidence.
+    Past ``deadline`` (``time.monotonic()``) it stops with :class:`InputTooLarge`."""
     result = SourceResult(name=source.name, kind=source.kind)
     try:
         if source.kind == "dump":
             return _read_dump(source, result)
-        return _read_log(plan, source, result, on_bytes, chunk_bytes)
+        return _read_log(plan, source, result, on_bytes, chunk_bytes, deadline)
     finally:
         source.close()
 
@@ -162,7 +164,7 @@ def _read_dump(source: Source, result: SourceResult) -> SourceResult:
 
 
 def _read_log(plan: ReadingPlan, source: Source, result: SourceResult, on_bytes: Callable[[int], None] | None,
-              chunk_bytes: int) -> SourceResult:
+              chunk_bytes: int, deadline: float | None = None) -> SourceResult:
     signatures = SignatureScanner(plan.signatures)
     forensics = LogForensics(source.path or source.name, plan.handlers, name=source.name)
     tail: deque = deque()
@@ -187,6 +189,9 @@ def _read_log(plan: ReadingPlan, source: Source, result: SourceResult, on_bytes:
             done = chunk.offset + chunk.end - chunk.start
             if on_bytes is not None:
                 on_bytes(source.position())
+            if deadline is not None and time.monotonic() > deadline:
+                raise InputTooLarge("reading this log took longer than the time allowed; send the part around "
+                                    "the first error")
     except KeyboardInterrupt:
         result.interrupted = True
         result.stopped = "interrupted"
@@ -284,11 +289,13 @@ def ingest_paths(session: Any, args: Iterable[str], *, progress: Callable[[Progr
     return result
 
 
-def ingest_text(session: Any, text: str | bytes, name: str = "log") -> IngestResult:
+def ingest_text(session: Any, text: str | bytes, name: str = "log", *, deadline: float | None = None) -> IngestResult:
     """Log text already in memory (an upload, a paste, a bot's attachment) into a session:
-    the same reader, signatures and hang forensics as files."""
+    the same reader, signatures and hang forensics as files. Past ``deadline``
+    (``time.monotonic()``) it raises :class:`InputTooLarge` and the session is left as it was."""
     plan = plan_for(session.doctor)
-    result = read_source(plan, text_source(text, name))
+    result = read_source(plan, text_source(text, name), deadline=deadline,
+                         chunk_bytes=CHUNK_BYTES if deadline is None else TEXT_CHUNK_BYTES)
     return _apply(session, [result], [], [])
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..engine.session import MAX_TEXT_CHARS, Doctor, Session
@@ -60,14 +59,6 @@ def restore(doctor: Doctor, state: dict[str, Any] | str | None, *, client: bool 
         raise _engine_error(exc) from None
 
 
-def _budgeted(lines: Iterable[str], deadline: float, budget: float) -> Iterator[str]:
-    for number, line in enumerate(lines):
-        if number & 4095 == 0 and time.monotonic() > deadline:
-            raise ApiError(413, f"reading this log took more than the {budget:g} s a request may use; "
-                           "send the part around the first error")
-        yield line
-
-
 def _apply(session: Session, data: dict[str, Any], limits: Limits, deadline: float) -> None:
     """Answers first (they are the user's word), then text, then log; totals per session checked."""
     text, log = data.get("text"), data.get("log")
@@ -95,8 +86,13 @@ def _apply(session: Session, data: dict[str, Any], limits: Limits, deadline: flo
         if text:
             session.tell(clean(text))
         if log:
-            lines = _budgeted(clean(log).splitlines(), deadline, limits.budget_s)
-            session.add_log(lines, name=clean(data.get("log_name") or "log"))
+            from ..ingest import ingest_text  # the one way logs enter: signatures and hang analysis
+
+            try:
+                ingest_text(session, clean(log), name=clean(data.get("log_name") or "log"), deadline=deadline)
+            except InputTooLarge:
+                raise ApiError(413, f"reading this log took more than the {limits.budget_s:g} s a request may use; "
+                               "send the part around the first error") from None
     except SessionError as exc:
         raise _engine_error(exc) from None
 
