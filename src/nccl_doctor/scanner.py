@@ -39,6 +39,7 @@ class SignatureTable:
         self.specs = list(specs)
         self._regexes = regexes  # the KB's own lazily compiled regexes, when in the same process
         self._compiled: dict[str, Any] = {}  # signature id -> its compiled (RE2) pattern
+        self._str_only: set[str] = set()  # patterns that refuse bytes (not RE2)
         self.always = [s for s in self.specs if not s.needles]  # run on every line (none in the packaged KB)
         self.by_needle: dict[int, list[SignatureSpec]] = defaultdict(list)
         self.last_error: list[SignatureSpec] = []
@@ -73,6 +74,19 @@ class SignatureTable:
                 found = compile_pattern(spec.pattern, ignore_case=spec.caseless)
             self._compiled[spec.id] = found
         return found
+
+    def search(self, spec: SignatureSpec, text: str, encoded: bytes):
+        """The signature's first match in a line, or None. RE2 is searched on the line's UTF-8
+        bytes (the same matches, three times faster through its Python wrapper than on ``str``);
+        a pattern that takes only ``str`` gets the text."""
+        regex = self.regex(spec)
+        if spec.id in self._str_only:
+            return regex.search(text)
+        try:
+            return regex.search(encoded)
+        except TypeError:
+            self._str_only.add(spec.id)
+            return regex.search(text)
 
     def candidates(self, line: bytes, ids: tuple[int, ...] | None) -> list[SignatureSpec]:
         """The signatures worth trying on a line that the prefilter picked."""
@@ -112,11 +126,12 @@ class SignatureScanner:
                 continue
             raw = data[start:min(end, start + MAX_LINE_BYTES)]
             sigs = table.candidates(raw, ids)
-            text = None
+            text = encoded = None
             for spec in sigs:
                 if text is None:
                     text = clean_line(raw.decode("utf-8", "replace"))
-                found = table.regex(spec).search(text)
+                    encoded = text.encode("utf-8")
+                found = table.search(spec, text, encoded)
                 if found:
                     self._hit(spec, line_of, start, text, found)
             if sigs and raw.rstrip().endswith(_LAST_ERROR) and table.last_error:
@@ -125,7 +140,8 @@ class SignatureScanner:
     def _hit(self, spec: SignatureSpec, line_of: LineCounter, pos: int, text: str, found) -> None:
         self.counts[spec.id] = self.counts.get(spec.id, 0) + 1
         if spec.id not in self.first:
-            caps = {k: v for k, v in found.groupdict().items() if v is not None}
+            caps = {k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+                    for k, v in found.groupdict().items() if v is not None}
             self.first[spec.id] = SignatureHit(spec.id, line_of(pos), text, caps)
 
     def _continue_error(self, chunk: Chunk, end: int, line_of: LineCounter) -> None:
@@ -139,8 +155,9 @@ class SignatureScanner:
         if not nxt.strip():
             return
         joined = last_error_line(nxt)
+        encoded = joined.encode("utf-8")
         for spec in self.table.last_error:
-            found = self.table.regex(spec).search(joined)
+            found = self.table.search(spec, joined, encoded)
             if found:
                 self._hit(spec, line_of, start, joined, found)
 
