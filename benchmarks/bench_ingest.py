@@ -3,7 +3,8 @@
 Generates, in this run, the logs issue 13 describes and times the whole one-shot
 (``diagnose --log ... --json --no-input``: KB load, signature scan, hang forensics, diagnosis)
 against a grep baseline over the same files, measured in the same run, each in its own process
-with its peak RSS (the largest of the process and its children, from ``wait4``):
+with its peak RSS (the largest of the process and its children, from ``RUSAGE_CHILDREN`` in a
+fresh helper process):
 
 realistic  one interleaved NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL log: 32 ranks in lockstep with
            ``[rankN]:`` prefixes, an ``AllReduce: opCount`` line per rank per collective, one rank
@@ -20,6 +21,7 @@ per-rank   N per-rank logs of S MB (default 512 x 20 MB) in one directory. Basel
     python benchmarks/bench_ingest.py                        # all cases, 1 GB logs, 512 x 20 MB
     python benchmarks/bench_ingest.py --size-mb 64 --files 16 --file-mb 4   # quick
     python benchmarks/bench_ingest.py --only realistic piped --repeat 3
+    python benchmarks/bench_ingest.py --dir /tmp/logs --keep          # keep the logs; --reuse them later
 """
 from __future__ import annotations
 
