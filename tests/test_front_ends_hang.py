@@ -128,3 +128,15 @@ def test_uploads_one_by_one_build_up_the_analysis(doctor, logs):
     assert session.report()["hang"]["culprit"]["ranks"] == [2]
     facts = session.facts()
     assert facts["hang_culprit_rank"].value == 2
+
+
+def test_damaged_evidence_in_a_carried_state_is_dropped_not_fatal(doctor, logs):
+    session = doctor.session()
+    ingest_text(session, (logs / "rank0.log").read_text(), name="rank0.log")
+    state = json.loads(session.to_json())
+    state["hang"]["evidence"][0]["streams"][0]["rank"] = "not a rank"  # a client's forged state
+    state["hang"]["evidence"].append({"path": "x", "streams": [{"key": 1}]})
+    carried = Session.from_json(doctor, json.dumps(state))
+    result = ingest_text(carried, (logs / "rank2.log").read_text(), name="rank2.log")
+    assert any("damaged" in p for p in result.problems)
+    assert carried.report()["hang"] is not None

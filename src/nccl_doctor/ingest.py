@@ -338,7 +338,15 @@ def _hang_into_session(session: Any, scans: list[FileScan], out: IngestResult) -
             kept = []
             break
     every = (kept + scans)[-MAX_EVIDENCE_FILES:]
-    report = analyze(every)
+    try:
+        report = analyze(every)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        if not kept:
+            raise  # the logs just read alone: a bug, not bad input
+        # evidence carried in a client's state that does not hold up: analyse these logs alone
+        out.problems.append("the hang evidence kept from earlier logs is damaged: analysing these logs alone")
+        every = scans[-MAX_EVIDENCE_FILES:]
+        report = analyze(every)
     hang = report.to_dict()
     session.set_hang(hang, facts=report.facts() if hang is not None else {},
                      evidence=[scan.to_plain() for scan in every])
