@@ -111,6 +111,7 @@ def test_rank_that_never_joins_flight_recorder(runs):
     assert len(dumps) == 2, "PyTorch wrote one Flight Recorder dump per rank"
     rep = analyze_paths([str(p) for p in dumps])  # the dumps alone, no text logs
     d = rep.to_dict()
+    assert d, (rep.problems, [p.stat().st_size for p in dumps])
     assert d["culprit"]["ranks"] == [1] and d["seq"] == 4 and d["waiting_ranks"] == [0]
     assert d["group"].startswith("0")
     assert any("_forensics_worker.py" in frame for frame in d["call_site"])  # the stack from the dump
