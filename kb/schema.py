@@ -25,6 +25,8 @@ __all__ = [
     "FactType",
     "FactValue",
     "Fact",
+    "FactZh",
+    "Implication",
     "Symptom",
     "Signature",
     "Condition",
@@ -34,7 +36,9 @@ __all__ = [
     "Examples",
     "Rule",
     "Cause",
+    "CauseZh",
     "Fix",
+    "FixZh",
     "Incident",
     "KBFile",
     "KnowledgeBase",
@@ -67,6 +71,26 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 
+class FactZh(_Strict):
+    """The Chinese text of a fact's question: what a user who writes Chinese reads."""
+
+    question: str = ""
+    help: str = ""
+    choices: dict[str, str] = Field(default_factory=dict, description="Label of each choice, by choice.")
+
+
+class Implication(_Strict):
+    """What knowing a fact settles: when ``when`` holds, the facts in ``set`` hold too.
+
+    Applied to every fact however it became known (an answer, the user's words, a log, a probe, a
+    rule), before any rule, and never over a value stated directly: "hangs at init" settles that it
+    does not first run for hours, so that question is never asked.
+    """
+
+    when: "Condition"
+    set: dict[str, FactValue] = Field(min_length=1)
+
+
 class Fact(_Strict):
     """A typed piece of evidence the engine reasons over."""
 
@@ -79,6 +103,21 @@ class Fact(_Strict):
     choices: list[str] = Field(default_factory=list, description="Allowed values of a choice fact.")
     help: str = Field(default="", description="How the user can find the answer.")
     probes: list[str] = Field(default_factory=list, description="Probes that can establish it.")
+    asked_when: "Condition | None" = Field(
+        default=None, description="The question's premise: it is asked only while this holds."
+    )
+    implies: list[Implication] = Field(default_factory=list, description="Facts this one settles.")
+    evidence: Literal["log", "text"] | None = Field(
+        default=None,
+        description="An evidence question: the free-text answer is read like log lines (log) or the "
+        "user's words (text), through the same matching, and may set many facts at once.",
+    )
+    reveals: list[str] = Field(
+        default_factory=list,
+        description="Facts an evidence question's answer can establish (log: besides what any log "
+        "signature sets).",
+    )
+    zh: FactZh | None = None
 
     @model_validator(mode="after")
     def _choices_only_for_choice(self) -> "Fact":
@@ -86,6 +125,10 @@ class Fact(_Strict):
             raise ValueError(f"choice fact {self.id!r} needs choices")
         if self.type != "choice" and self.choices:
             raise ValueError(f"only choice facts take choices ({self.id!r} is {self.type})")
+        if self.evidence is not None and (self.type != "text" or not self.question):
+            raise ValueError(f"evidence question {self.id!r} needs type text and a question")
+        if self.reveals and self.evidence is None:
+            raise ValueError(f"only evidence questions reveal facts ({self.id!r})")
         return self
 
 
@@ -252,6 +295,13 @@ class Rule(_Strict):
     examples: Examples = Field(default_factory=Examples)
 
 
+class FixZh(_Strict):
+    """The Chinese text of a fix (commands stay as they are)."""
+
+    title: str
+    steps: list[str] = Field(default_factory=list)
+
+
 class Fix(_Strict):
     """A concrete change or check, with exact commands and how to tell that it worked."""
 
@@ -265,6 +315,14 @@ class Fix(_Strict):
     verify: list[str] = Field(default_factory=list)
     caveats: list[str] = Field(default_factory=list)
     if_not_fixed: list[str] = Field(default_factory=list, description="What to try next.")
+    zh: FixZh | None = None
+
+
+class CauseZh(_Strict):
+    """The Chinese text of a cause."""
+
+    title: str
+    explanation: str = ""
 
 
 class Cause(_Strict):
@@ -277,6 +335,7 @@ class Cause(_Strict):
     fixes: list[str] = Field(min_length=1)
     references: list[str] = Field(min_length=1)
     prior: float = Field(default=0.05, gt=0, lt=1, description="How common it is, for ties.")
+    zh: CauseZh | None = None
 
     @field_validator("area")
     @classmethod
@@ -338,6 +397,8 @@ class KnowledgeBase(_Strict):
 
 
 Condition.model_rebuild()
+Implication.model_rebuild()
+Fact.model_rebuild()
 
 
 def dump_json_schema() -> dict[str, Any]:
