@@ -16,15 +16,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import KBError
-from ..kb.artifact import KnowledgeBase
-from .conditions import Predicate, compile_condition, condition_facts, holds_with_nothing_known
+from ..kb.artifact import KnowledgeBase, Record
+from .conditions import Predicate, compile_condition, condition_facts, condition_needs, holds_with_nothing_known
 from ..kb.patterns import Pattern, PatternError, compile_pattern
 from .values import ValueProblem, coerce
 
 if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
     from ..kb.schema import Fact, Rule
 
-__all__ = ["CompiledRule", "CompiledKB", "CompileError", "SymptomPattern", "compile_kb", "export_layout"]
+__all__ = ["CompiledRule", "CompiledKB", "CompileError", "SymptomPattern", "compile_kb", "export_layout",
+           "implication_rules", "IMPLIES"]
 
 
 _CAPTURE = re.compile(r"\(\?P<(\w+)>")
@@ -82,10 +83,15 @@ class CompiledRule:
     predicate: Predicate
     reads: frozenset[str]
     sets: tuple[tuple[str, object], ...]
+    needs: frozenset[str] = frozenset()  # facts that must be known for the condition to hold
+    id: str = ""
+    evidence: tuple[tuple[str, float], ...] = ()  # (cause, strength) of its then.evidence
 
-    @property
-    def id(self) -> str:
-        return self.rule.id
+    def __post_init__(self) -> None:
+        if not self.id:
+            object.__setattr__(self, "id", self.rule.id)
+        if not self.evidence and self.rule.then.evidence:
+            object.__setattr__(self, "evidence", tuple((e.cause, e.strength) for e in self.rule.then.evidence))
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,7 @@ class CompiledKB:
     symptom_regexes: LazyRegexes  # (symptom id, index) -> compiled regex
     unless_regexes: LazyRegexes  # (symptom id, index) -> compiled near-miss regex
     influence: dict[str, frozenset[str]] = field(default_factory=dict)  # fact -> causes
+    premises: dict[str, Predicate] = field(default_factory=dict)  # fact -> its question's premise
 
     @property
     def facts(self) -> dict[str, Fact]:
@@ -169,6 +176,7 @@ def export_layout(ckb: CompiledKB) -> dict:
         "reads": {r.id: sorted(r.reads) for r in ckb.rules},
         "sets": {r.id: [[name, value] for name, value in r.sets] for r in ckb.rules if r.sets},
         "absence": [ckb.rules[i].id for i in ckb.absence_rules],
+        "needs": {r.id: sorted(r.needs) for r in ckb.rules if r.needs},
         "influence": {fact: sorted(causes) for fact, causes in ckb.influence.items() if causes},
     }
 
@@ -176,11 +184,11 @@ def export_layout(ckb: CompiledKB) -> dict:
 def _from_layout(kb: KnowledgeBase, layout: dict, symptom_needles: dict) -> CompiledKB:
     """The compiled KB from an artifact's layout: no rule is walked and nothing is re-checked
     (the artifact was built with ``validate``)."""
-    reads, sets = layout["reads"], layout["sets"]
+    reads, sets, needs = layout["reads"], layout["sets"], layout.get("needs", {})
     rules = tuple(
         CompiledRule(rule, order, _LazyPredicate(rule.when, kb.facts), frozenset(reads[rule.id]),
-                     tuple((name, value) for name, value in sets.get(rule.id, ())))
-        for order, rule in enumerate(kb.rules.values())
+                     tuple((name, value) for name, value in sets.get(rule.id, ())), frozenset(needs.get(rule.id, ())))
+        for order, rule in enumerate(implication_rules(kb) + list(kb.rules.values()))
     )
     by_fact: dict[str, list[int]] = defaultdict(list)
     for index, compiled in enumerate(rules):
@@ -208,6 +216,7 @@ def _from_layout(kb: KnowledgeBase, layout: dict, symptom_needles: dict) -> Comp
         symptom_regexes=LazyRegexes(sym_sources),
         unless_regexes=LazyRegexes(unless_sources),
         influence={fact: frozenset(influence.get(fact, ())) for fact in kb.facts},
+        premises={f.id: _LazyPredicate(f.asked_when, kb.facts) for f in kb.facts.values() if f.get("asked_when") is not None},
     )
 
 
@@ -226,8 +235,8 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False,
         return _from_layout(kb, layout, symptom_needles or {})
     problems: list[str] = []
     rules: list[CompiledRule] = []
-    for order, rule in enumerate(kb.rules.values()):
-        where = _Where(kb, rule.id)
+    for order, rule in enumerate(implication_rules(kb) + list(kb.rules.values())):
+        where = _Where(kb, rule.get("implied_by") or rule.id)
         if validate:
             try:
                 predicate = compile_condition(rule.when, kb.facts)
@@ -245,7 +254,19 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False,
             if ev.cause not in kb.causes:
                 problems.append(f"{where}: evidence for unknown cause {ev.cause!r}")
         sets = _check_sets(where, rule.then.set, kb.facts, problems)
-        rules.append(CompiledRule(rule, order, predicate, reads, sets))
+        rules.append(CompiledRule(rule, order, predicate, reads, sets, frozenset(condition_needs(rule.when))))
+    premises: dict[str, Predicate] = {}
+    for fact in kb.facts.values():
+        if fact.get("asked_when") is not None:
+            unknown = sorted(condition_facts(fact.asked_when) - kb.facts.keys())
+            if unknown:
+                problems.append(f"{_Where(kb, fact.id)}: asked_when: unknown fact {unknown[0]!r}")
+                continue
+            try:
+                premises[fact.id] = (compile_condition(fact.asked_when, kb.facts) if validate
+                                     else _LazyPredicate(fact.asked_when, kb.facts))
+            except (ValueError, ValueProblem) as exc:
+                problems.append(f"{_Where(kb, fact.id)}: asked_when: {exc}")
     by_fact: dict[str, list[int]] = defaultdict(list)
     for index, compiled in enumerate(rules):
         for name in compiled.reads:
@@ -309,4 +330,30 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False,
         symptom_regexes=LazyRegexes(sym_sources),
         unless_regexes=LazyRegexes(unless_sources),
         influence=_influence(kb, rules),
+        premises=premises,
     )
+
+
+IMPLIES = "implies"
+
+
+def implication_rules(kb: KnowledgeBase) -> list[Record]:
+    """Every fact's ``implies`` as a rule that only sets facts, named ``implies_<fact>_<n>``.
+
+    They come before the KB's rules, so chaining applies them as soon as the fact they follow
+    from is known (however it became known), and, like any rule, they never replace a value
+    already known.
+    """
+    out = []
+    for fact in kb.facts.values():
+        for number, implication in enumerate(fact.get("implies") or (), start=1):
+            out.append(Record({
+                "id": f"{IMPLIES}_{fact.id}_{number}",
+                "description": f"What knowing {fact.id} settles.",
+                "when": implication.when,
+                "then": Record({"set": implication.set, "evidence": []}),
+                "certainty": 1.0,
+                "references": [],
+                "implied_by": fact.id,
+            }))
+    return out

@@ -19,7 +19,7 @@ from .values import coerce, compare, equals
 
 _MATCH_CHARS = 4_096  # a fact value tested by `matches` is read this far
 
-__all__ = ["Truth", "Predicate", "compile_condition", "condition_facts", "comparisons", "holds_with_nothing_known"]
+__all__ = ["Truth", "Predicate", "compile_condition", "condition_facts", "condition_needs", "comparisons", "holds_with_nothing_known"]
 
 _COMPARISONS = ("eq", "ne", "in_", "lt", "le", "gt", "ge", "matches", "known")
 
@@ -49,6 +49,24 @@ def condition_facts(cond: Condition) -> set[str]:
     for part in parts:
         out |= condition_facts(part)
     return out
+
+
+def condition_needs(cond: Condition) -> set[str]:
+    """Facts that must be known for the condition to be true (a cheap test before evaluating it)."""
+    if cond.fact is not None:
+        return set() if cond.known is False else {cond.fact}
+    if cond.all is not None:
+        out: set[str] = set()
+        for part in cond.all:
+            out |= condition_needs(part)
+        return out
+    if cond.any is not None:
+        parts = [condition_needs(part) for part in cond.any]
+        return set.intersection(*parts) if parts else set()
+    inner = cond.not_
+    if inner is not None and inner.fact is not None and inner.known is None:
+        return {inner.fact}
+    return set()
 
 
 def holds_with_nothing_known(cond: Condition) -> bool | None:

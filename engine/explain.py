@@ -1,8 +1,10 @@
 """Explanations as data: HOW a cause was weighed, WHY a question is asked."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
+from .certainty import combine
 from .chaining import Inference
 from .compiled import CompiledKB
 from .memory import FactRecord
@@ -10,7 +12,7 @@ from .questions import simulate
 from .relevance import RELEVANCE
 from .results import How, HowStep, Why
 
-__all__ = ["how", "why", "fact_trace", "relevance_text"]
+__all__ = ["how", "why", "why_evidence", "fact_trace", "relevance_text"]
 
 
 def relevance_text(state: Inference, cause_id: str) -> str:
@@ -64,4 +66,19 @@ def why(ckb: CompiledKB, state: Inference, fact_id: str, answers: list, leading:
         if max(after.values(), default=0) - min(after.values(), default=0) > 0.02:
             causes.append({"id": cause_id, "title": ckb.kb.causes[cause_id].title,
                            "now": round(now.get(cause_id, 0.0), 3), "by_answer": after})
+    return Why(fact_id, fact.question or fact_id, causes)
+
+
+def why_evidence(ckb: CompiledKB, state: Inference, fact_id: str, reach, limit: int = 8) -> Why:
+    """For an evidence question: the causes its answer could show, the likeliest first, each with
+    its certainty now and after the strongest evidence the answer could give it."""
+    fact = ckb.kb.facts[fact_id]
+    now = state.certainties()
+    causes = []
+    if reach is not None:
+        ranked = sorted(reach.rate, key=lambda c: (-ckb.kb.causes[c].prior * math.exp(4 * now.get(c, 0.0)) * reach.rate[c], c))
+        for cause_id in ranked[:limit]:
+            before = now.get(cause_id, 0.0)
+            causes.append({"id": cause_id, "title": ckb.kb.causes[cause_id].title, "now": round(before, 3),
+                           "by_answer": {"if the answer shows it": round(combine(before, reach.strength[cause_id]), 3)}})
     return Why(fact_id, fact.question or fact_id, causes)

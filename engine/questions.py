@@ -1,44 +1,80 @@
-"""Choosing the next question: the one whose answer best separates the leading causes.
+"""Choosing the next question: the one whose answer is expected to settle the most.
 
-Belief over causes is ``prior × exp(4 × certainty)``, normalised over the leading causes
-(plus one bucket for the rest). For each candidate fact the engine simulates every answer,
-re-chains, and takes the expected drop in entropy (information gain), answers weighted
-equally. Facts already known, answered "don't know", or unable to move any leading cause are
-never candidates.
+The model, in one place.
 
-Gain is myopic: a rule that needs two unknown facts gains nothing from either answer alone.
-So each candidate also gets a *relevance*, the belief mass of the leading causes whose rules
-read it, and questions rank by ``gain + RELEVANCE_WEIGHT × relevance``. While no cause is
-confident (certainty below :data:`CONFIDENT`) the leading set is wide (:data:`WIDE`), so the
-engine can still find its way to causes nothing points at yet; once one is, causes raised
-only by the user's words (:mod:`engine.relevance`) drop out of the leading set. A question is
-offered only if it has some gain or some relevance; when none has, there is nothing useful
-left to ask.
+**Beliefs.** Every cause ``x`` gets ``w(x) = prior(x) · exp(K · cf(x))`` (``cf`` its certainty
+now, ``K`` = :data:`SHARPNESS`), normalised over *all* causes into ``p(x)`` — the leaders, the
+causes nothing points at yet and those evidence speaks against alike; a cause the facts rule out
+keeps a small weight rather than none. ``H(p)`` is its entropy in bits.
+
+**When a question may be asked.** Its fact is not known — stated, derived, implied by another
+fact (``implies`` in the KB) or set from a log or probe — nor answered "don't know", and its
+premise (``asked_when``) holds on what is known: hang questions only for a hang, container
+questions once a container is known, launcher flags only for that launcher.
+
+**Yes/no and choice questions.** The answers are yes/no, the choices, or one value either side of
+every bound a rule tests (:func:`answer_options`), plus "don't know". Each answer ``a`` is
+simulated — chained forward from the current facts — and moves each cause by
+``L_a(x) = exp(K · (cf_a(x) − cf(x)))``; the engine's belief after it is ``b_a ∝ p · L_a``.
+Read as a likelihood, normalised over the answers, ``P(a | x) = (1 − d) · L_a(x) / Σ_b L_b(x)``
+(a cause no answer moves finds every answer equally likely), with ``d`` = :data:`DONT_KNOW` the
+chance of "don't know", which changes nothing. So ``P(a) = Σ_x p(x) · P(a | x)``: answers count
+as much as the current beliefs make them likely.
+
+**Evidence questions** (the first error line, versions, the launch command, what changed) have a
+free-text answer read by the same matching as descriptions and logs. Their outcomes are "the
+answer shows evidence for cause ``c``", one per cause whose rules the answer could reach through
+the facts it can set, and "nothing new" (don't know included), which changes nothing:
+``P(shows c | x) = r(c) · [x = c]``, where ``r(c)`` is the chance a reporter of ``c`` holds such
+evidence — from the incident library (the share of ``c``'s incidents with a log, or knowing a
+revealed fact, smoothed as ``(k + 1) / (n + 2)``; ``1/2`` without incidents). Showing it moves
+``c`` by the strongest evidence those facts can give it: ``L(c) = exp(K · s(c))``.
+
+**Gain.** ``gain = Σ_o P(o) · (H(p) − H(b_o))`` over the outcomes ``o`` of a question: the
+expected drop in entropy, yes/no and evidence questions on one scale. Gain is myopic (a rule
+needing two unknown facts gains nothing from either alone; a premise question gains nothing from
+the questions it opens), so the score adds ``RELEVANCE_WEIGHT ×`` the belief mass of the causes
+the fact can move — through rules, or through the questions whose premise reads it. A question
+is offered when its gain reaches :data:`MIN_GAIN` or that mass :data:`MIN_RELEVANCE`; when none
+is, nothing useful is left to ask.
 """
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
-
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
     from ..kb.schema import Condition, Fact
-from .chaining import Inference, extend
+from .certainty import combine
+from .chaining import Inference, consequences, extend, ready_rules
 from .compiled import CompiledKB
+from .conditions import condition_facts
+from .language import fact_texts, pick
 from .memory import FactRecord, Source
-from .relevance import RELEVANCE
 from .results import Question
 from .values import Value, coerce, parse_version
 
-__all__ = ["answer_options", "leading_causes", "rank_questions", "simulate", "MIN_GAIN", "LEADING"]
+__all__ = ["answer_options", "leading_causes", "rank_questions", "simulate", "make_question", "ConsultModel",
+           "MIN_GAIN", "LEADING", "SHARPNESS", "DONT_KNOW"]
 
+SHARPNESS = 10.0
+#: The chance of "don't know" to a yes/no or choice question.
+DONT_KNOW = 0.3
+#: A reporter's chance of holding the evidence an evidence question asks for, without incidents.
+REVEAL_DEFAULT = 0.5
+#: At most this many yes/no and choice questions are simulated per turn: those whose rules can
+#: move the most belief (Σ p(x) × the strongest evidence on x the fact can reach).
+SIMULATED = 24
 MIN_GAIN = 0.01
-LEADING = 8
-WIDE = 40
-CONFIDENT = 0.5
+MIN_RELEVANCE = 0.02
 RELEVANCE_WEIGHT = 0.05
-_SHARPNESS = 4.0
+#: The causes :func:`leading_causes` returns for explanations (why a question is asked).
+LEADING = 8
+_LN2 = math.log(2)
+_SIMULATED = Source("answer", "simulated")
 
 
 def _literals(cond: Condition, out: dict[str, list[object]]) -> None:
@@ -58,14 +94,15 @@ def answer_options(ckb: CompiledKB) -> dict[str, list[Value]]:
     """The answers worth simulating for each askable fact.
 
     bool: yes/no; choice: its choices; number and version: one value on each side of every
-    bound the rules test; text: the literal values the rules compare with.
+    bound the rules test; text: the literal values the rules compare with. Evidence questions
+    have none (their outcomes are estimated, see the module's docstring).
     """
     literals: dict[str, list[object]] = {}
-    for rule in ckb.kb.rules.values():
-        _literals(rule.when, literals)
+    for rule in ckb.rules:
+        _literals(rule.rule.when, literals)
     options: dict[str, list[Value]] = {}
     for fact in ckb.kb.facts.values():
-        if fact.question is None and not fact.probes:
+        if (fact.question is None and not fact.probes) or fact.get("evidence"):
             continue
         if fact.type == "bool":
             options[fact.id] = [True, False]
@@ -105,31 +142,185 @@ def _version_below(version: tuple[int, ...]) -> str:
     return "0"
 
 
-def _weights(ckb: CompiledKB, certainties: Mapping[str, float], causes: Iterable[str]) -> dict[str, float]:
-    return {c: ckb.kb.causes[c].prior * math.exp(_SHARPNESS * certainties.get(c, 0.0)) for c in causes}
+@dataclass(frozen=True)
+class EvidenceReach:
+    """What an evidence question's answer could show: per cause, the chance a reporter of that
+    cause holds such evidence (``rate``) and the strongest evidence it could give (``strength``)."""
+
+    rate: dict[str, float]
+    strength: dict[str, float]
+
+
+class ConsultModel:
+    """What the question ranking needs from the KB, computed once per Doctor: the simulated
+    answers as fact records, which questions each fact's value opens (premises), and what each
+    evidence question could show for each cause."""
+
+    def __init__(self, ckb: CompiledKB, options: Mapping[str, list[Value]]):
+        kb = ckb.kb
+        self.records: dict[str, list[FactRecord]] = {}
+        for fact_id, answers in options.items():
+            fact = kb.facts[fact_id]
+            records = []
+            for answer in answers:
+                try:
+                    records.append(FactRecord(fact_id, coerce(answer, fact.type, fact.choices), _SIMULATED))
+                except ValueError:
+                    continue
+            self.records[fact_id] = records
+        opens: dict[str, set[str]] = defaultdict(set)
+        for fact_id, fact in kb.facts.items():
+            if fact.get("asked_when") is not None:
+                for name in condition_facts(fact.asked_when):
+                    opens[name].add(fact_id)
+        self.opens = {name: frozenset(found) for name, found in opens.items()}
+        #: Causes a fact bears on: through rules, or through the questions its value opens.
+        self.bears_on: dict[str, tuple[str, ...]] = {}
+        for fact_id in self.records:
+            causes = set(ckb.influence.get(fact_id, ()))
+            for opened in self.opens.get(fact_id, ()):
+                causes |= ckb.influence.get(opened, frozenset())
+            self.bears_on[fact_id] = tuple(sorted(causes))
+        self.evidence: dict[str, EvidenceReach] = {}
+        self.moves = _raising_strength(ckb, against=True)
+        self._reach_strength = _raising_strength(ckb)
+        signature_facts = {name for sig in kb.signatures.values() for name in sig.sets}
+        by_cause: dict[str, list[Any]] = defaultdict(list)
+        for incident in (kb.get("incidents") or {}).values():
+            by_cause[incident.cause].append(incident)
+        for fact in kb.facts.values():
+            kind = fact.get("evidence")
+            if not kind or not fact.question:
+                continue
+            revealed = set(fact.get("reveals") or ()) | (signature_facts if kind == "log" else set())
+            strength: dict[str, float] = {}
+            for name in revealed:
+                for cause, value in self._reach_strength.get(name, {}).items():
+                    strength[cause] = max(strength.get(cause, 0.0), value)
+            rate = {}
+            for cause in strength:
+                incidents = by_cause.get(cause, [])
+                if not incidents:
+                    rate[cause] = REVEAL_DEFAULT
+                    continue
+                if kind == "log":
+                    held = sum(1 for i in incidents if (i.get("log") or "").strip())
+                else:
+                    held = sum(1 for i in incidents if revealed & set(i.get("knows") or {}))
+                rate[cause] = (held + 1) / (len(incidents) + 2)
+            self.evidence[fact.id] = EvidenceReach(rate, strength)
+
+
+def _raising_strength(ckb: CompiledKB, *, against: bool = False) -> dict[str, dict[str, float]]:
+    """Per fact: the strongest positive evidence per cause a rule reading it (or a fact derived
+    from it, at any depth) can give; with ``against``, the strongest evidence either way."""
+    direct: dict[str, dict[str, float]] = defaultdict(dict)
+    feeds: dict[str, set[str]] = defaultdict(set)
+    for compiled in ckb.rules:
+        for name in compiled.reads:
+            for cause, strength in compiled.evidence:
+                if strength > 0 or against:
+                    direct[name][cause] = max(direct[name].get(cause, 0.0), abs(strength))
+            feeds[name].update(compiled.rule.then.set)
+    out: dict[str, dict[str, float]] = {}
+    for start in ckb.kb.facts:
+        seen, stack, best = {start}, [start], {}
+        while stack:
+            name = stack.pop()
+            for cause, value in direct.get(name, {}).items():
+                best[cause] = max(best.get(cause, 0.0), value)
+            for nxt in feeds.get(name, ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        if best:
+            out[start] = best
+    return out
+
+
+def _clamp(value: float, bound: float) -> float:
+    """Certainties live in [-1, 1]; a damaged state must not overflow exp()."""
+    return max(-bound, min(bound, value)) if value == value else 0.0
+
+
+class _Beliefs:
+    """``w(x)`` over all causes with the sums that give the entropy, updated for a few causes
+    in O(changed) (``H = ln W − S / W`` with ``W = Σ w`` and ``S = Σ w ln w``)."""
+
+    def __init__(self, ckb: CompiledKB, certainties: Mapping[str, float]):
+        self.cf = certainties
+        self.w = {c: cause.prior * math.exp(SHARPNESS * _clamp(certainties.get(c, 0.0), 1.0))
+                  for c, cause in ckb.kb.causes.items()}
+        self.total = sum(self.w.values()) or 1.0
+        self.s = sum(v * math.log(v) for v in self.w.values() if v > 0)
+        self.entropy = self.entropy_with({})
+
+    def entropy_with(self, factor: Mapping[str, float]) -> float:
+        """Entropy (bits) of the beliefs with ``w(x)`` multiplied by ``factor[x]``."""
+        total, s = self.total, self.s
+        for cause, f in factor.items():
+            old = self.w.get(cause)
+            if old is None or f == 1.0:
+                continue
+            new = old * f
+            total += new - old
+            s += (new * math.log(new) if new > 0 else 0.0) - old * math.log(old)
+        if total <= 0:
+            return 0.0
+        return max((math.log(total) - s / total) / _LN2, 0.0)
+
+    def mass(self, causes: Iterable[str]) -> float:
+        return sum(self.w.get(c, 0.0) for c in causes) / self.total
+
+
+def fact_gain(beliefs: _Beliefs, moves: list[dict[str, float]]) -> float:
+    """Expected entropy drop of a yes/no or choice question (module docstring). ``moves`` holds,
+    per answer, ``L_a(x)`` for the causes that answer moves (1 elsewhere)."""
+    n = len(moves)
+    if n == 0:
+        return 0.0
+    moved = set().union(*moves)
+    norm = {x: sum(m.get(x, 1.0) for m in moves) for x in moved}
+    unmoved = beliefs.total - sum(beliefs.w.get(x, 0.0) for x in moved)
+    gain = 0.0
+    for move in moves:
+        likely = unmoved / n + sum(beliefs.w.get(x, 0.0) * move.get(x, 1.0) / norm[x] for x in moved)
+        p_answer = (1 - DONT_KNOW) * likely / beliefs.total
+        gain += p_answer * (beliefs.entropy - beliefs.entropy_with(move))
+    return gain
+
+
+def evidence_gain(beliefs: _Beliefs, reach: EvidenceReach) -> float:
+    """Expected entropy drop of an evidence question (module docstring)."""
+    gain = 0.0
+    for cause, rate in reach.rate.items():
+        p_shows = rate * beliefs.w.get(cause, 0.0) / beliefs.total
+        if p_shows <= 1e-6:
+            continue
+        now = beliefs.cf.get(cause, 0.0)
+        lift = math.exp(SHARPNESS * _clamp(combine(now, reach.strength[cause]) - now, 2.0))
+        gain += p_shows * (beliefs.entropy - beliefs.entropy_with({cause: lift}))
+    return gain
+
+
+def _separates(moves: list[dict[str, float]]) -> list[str]:
+    """Causes whose certainty differs by more than 0.02 between two answers."""
+    out = []
+    for cause in set().union(*moves) if moves else ():
+        factors = [m.get(cause, 1.0) for m in moves]
+        if math.log(max(factors) / min(factors)) > SHARPNESS * 0.02:
+            out.append(cause)
+    return out
 
 
 def leading_causes(ckb: CompiledKB, certainties: Mapping[str, float], limit: int = LEADING) -> list[str]:
-    """The causes worth separating: those with support first, then the most common."""
+    """The causes an explanation names: those with support first, then the most common."""
     raised = sorted((c for c, v in certainties.items() if v > 0), key=lambda c: (-certainties[c], -ckb.kb.causes[c].prior, c))
     if len(raised) >= limit:
         return raised[:limit]
     rest = sorted((c for c in ckb.kb.causes if c not in certainties or certainties[c] <= 0),
                   key=lambda c: (-ckb.kb.causes[c].prior, c))
-    # With some support, only a few unsupported causes compete; with none, the common ones do.
     return raised + rest[: (limit - len(raised)) if not raised else max(0, 3 - len(raised))]
-
-
-def _entropy(weights: Mapping[str, float], rest: float) -> float:
-    total = sum(weights.values()) + rest
-    if total <= 0:
-        return 0.0
-    h = 0.0
-    for w in list(weights.values()) + [rest]:
-        if w > 0:
-            p = w / total
-            h -= p * math.log2(p)
-    return h
 
 
 def simulate(ckb: CompiledKB, state: Inference, fact: Fact, value: Value) -> Inference:
@@ -138,13 +329,33 @@ def simulate(ckb: CompiledKB, state: Inference, fact: Fact, value: Value) -> Inf
     return extend(ckb, state, {fact.id: record})
 
 
+def askable(ckb: CompiledKB, state: Inference, fact_id: str) -> bool:
+    """The fact is unknown and its question's premise holds on what is known."""
+    if fact_id in state.facts:
+        return False
+    premise = ckb.premises.get(fact_id)
+    return premise is None or premise(state.facts)[0] is True
+
+
+def make_question(fact: Fact, gain: float, separates: list[str], lang: str) -> Question:
+    """The question for ``fact``, its text in ``lang`` and every language in ``texts``."""
+    texts = fact_texts(fact)
+    labels = dict(pick(texts, "choices", lang) or {})
+    if lang != "en" and not texts[lang]["text"]:
+        labels = texts["en"]["choices"]
+    return Question(fact.id, pick(texts, "text", lang), fact.type, list(fact.choices),
+                    pick(texts, "help", lang) if texts[lang]["text"] else texts["en"]["help"], gain,
+                    separates, "evidence" if fact.get("evidence") else "fact", labels, texts)
+
+
 def rank_questions(
     ckb: CompiledKB,
     state: Inference,
-    options: Mapping[str, list[Value]],
+    model: ConsultModel,
     skip: Iterable[str] = (),
     limit: int = 3,
     by_probe: bool = False,
+    lang: str = "en",
 ) -> list[Question]:
     """The best questions to ask now, best first (empty when none is worth asking).
 
@@ -152,44 +363,61 @@ def rank_questions(
     with a question for the user.
     """
     certainties = state.certainties()
-    confident = max(certainties.values(), default=0.0) >= CONFIDENT
-    leading = leading_causes(ckb, certainties, LEADING if confident else WIDE)
-    if confident:  # once rules back a cause firmly, word matches alone do not warrant questions
-        leading = [c for c in leading if any(rule != RELEVANCE for rule, _ in state.evidence.get(c, ()))]
-    if not leading:
-        return []
-    leading_set = set(leading)
-    weights_now = _weights(ckb, certainties, leading)
-    rest = max(sum(ckb.kb.causes[c].prior for c in ckb.kb.causes) - sum(ckb.kb.causes[c].prior for c in leading), 0.0)
-    h_now = _entropy(weights_now, rest)
-    total_weight = sum(weights_now.values()) or 1.0
+    beliefs = _Beliefs(ckb, certainties)
     skipped = set(skip)
-    scored: list[Question] = []
-    for fact_id, answers in options.items():
-        if fact_id in state.facts or fact_id in skipped:
+    scored: list[tuple[float, str, float, list[str]]] = []
+    facts = ckb.kb.facts
+    candidates = []
+    for fact_id, records in model.records.items():
+        fact = facts[fact_id]
+        if fact_id in skipped or ((not fact.probes) if by_probe else (fact.question is None)):
             continue
-        fact = ckb.kb.facts[fact_id]
-        if (not fact.probes) if by_probe else (fact.question is None):
+        if not askable(ckb, state, fact_id):
             continue
-        moved = ckb.influence.get(fact_id, frozenset()) & leading_set
-        if not moved:
+        bears_on = model.bears_on[fact_id]
+        if not bears_on:
             continue
-        expected, by_answer = 0.0, []
-        for answer in answers:
-            after = simulate(ckb, state, fact, answer).certainties()
-            weights = _weights(ckb, after, leading)
-            expected += _entropy(weights, rest) / len(answers)
-            by_answer.append(after)
-        gain = max(h_now - expected, 0.0)
-        separates = sorted(
-            (c for c in moved if max(a.get(c, 0.0) for a in by_answer) - min(a.get(c, 0.0) for a in by_answer) > 0.02),
-            key=lambda c: leading.index(c),
-        )
-        relevance = sum(weights_now[c] for c in moved) / total_weight
-        if not (gain >= MIN_GAIN and separates) and relevance <= 0:
+        w = beliefs.w
+        relevance = sum(w[c] for c in bears_on) / beliefs.total
+        potential = sum(w[c] * s for c, s in model.moves.get(fact_id, {}).items()) / beliefs.total
+        candidates.append((potential, fact_id, records, ckb.influence.get(fact_id, frozenset()), relevance))
+    candidates.sort(key=lambda c: (-c[0], c[1]))
+    ready = ready_rules(ckb, state, [c[1] for c in candidates[:SIMULATED]])
+    for rank, (potential, fact_id, records, influence, relevance) in enumerate(candidates):
+        if rank >= SIMULATED:
+            if relevance >= MIN_RELEVANCE:
+                scored.append((RELEVANCE_WEIGHT * relevance, fact_id, 0.0, sorted(influence)))
             continue
-        score = gain + RELEVANCE_WEIGHT * relevance
-        scored.append(Question(fact.id, fact.question or fact.id, fact.type, list(fact.choices),
-                               fact.help, score, separates or sorted(moved, key=leading.index)))
-    scored.sort(key=lambda q: (-round(q.gain, 6), q.id))
-    return scored[:limit]
+        moves: list[dict[str, float]] = []
+        if ready.get(fact_id):  # else no rule can fire on any answer: nothing to simulate
+            for record in records:
+                _, evidence = consequences(ckb, state, {fact_id: record}, ready)
+                move = {}
+                for cause, contributions in evidence.items():
+                    now = certainties.get(cause, 0.0)
+                    after = now
+                    for value in contributions:
+                        after = combine(after, value)
+                    if abs(after - now) > 1e-9:
+                        move[cause] = math.exp(SHARPNESS * _clamp(after - now, 2.0))
+                moves.append(move)
+        gain = fact_gain(beliefs, moves)
+        separates = _separates(moves)
+        if gain < MIN_GAIN and relevance < MIN_RELEVANCE:
+            continue
+        scored.append((gain + RELEVANCE_WEIGHT * relevance, fact_id, gain, separates or sorted(influence)))
+    if not by_probe:
+        for fact_id, reach in model.evidence.items():
+            if fact_id in skipped or not askable(ckb, state, fact_id):
+                continue
+            gain = evidence_gain(beliefs, reach)
+            relevance = beliefs.mass(reach.rate)
+            if gain < MIN_GAIN and relevance < MIN_RELEVANCE:
+                continue
+            scored.append((gain + RELEVANCE_WEIGHT * relevance, fact_id, gain, sorted(reach.rate)))
+    scored.sort(key=lambda item: (-round(item[0], 6), item[1]))
+    out = []
+    for score, fact_id, _, separates in scored[:limit]:
+        order = sorted(separates, key=lambda c: (-beliefs.w.get(c, 0.0), c))[:LEADING]
+        out.append(make_question(facts[fact_id], score, order, lang))
+    return out

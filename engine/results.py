@@ -22,6 +22,10 @@ class EvidenceItem:
 
 @dataclass(frozen=True)
 class Diagnosis:
+    """A raised cause. ``supported`` is False when only the user's words point at it (no rule,
+    symptom or log line): such a cause is "possibly related", never a diagnosis to act on.
+    ``title``/``explanation`` are in the session's language; ``texts`` holds every language."""
+
     id: str
     title: str
     area: str
@@ -30,6 +34,8 @@ class Diagnosis:
     evidence: list[EvidenceItem]
     fixes: list[dict[str, Any]]
     references: list[str]
+    supported: bool = True
+    texts: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -40,7 +46,13 @@ class Diagnosis:
 
 @dataclass(frozen=True)
 class Question:
-    """A fact the engine would like to know, and why."""
+    """A fact the engine would like to know, and why.
+
+    ``kind`` is "fact" (answered with a value of ``type``: yes/no, one of ``choices``, a number or
+    a version) or "evidence" (answered in free text - a pasted log line, versions, a command -
+    read by the same matching as descriptions and logs). ``text``, ``help`` and
+    ``choice_labels`` are in the session's language; ``texts`` holds every language.
+    """
 
     id: str
     text: str
@@ -49,6 +61,9 @@ class Question:
     help: str
     gain: float
     separates: list[str]  # cause ids whose standing the answer would move
+    kind: str = "fact"
+    choice_labels: dict[str, str] = field(default_factory=dict)
+    texts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -69,6 +84,8 @@ class PlanStep:
     verify: list[str]
     caveats: list[str]
     if_not_fixed: list[str]
+    value: float = 0.0  # expected value: likelihood x chance it settles or fixes / cost
+    texts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,12 +93,20 @@ class PlanStep:
 
 @dataclass(frozen=True)
 class Plan:
+    """Ordered steps for the causes rules support. ``recognised`` is False when no cause has such
+    support: then ``steps`` is empty, ``related`` lists causes that only share words with the
+    description, and ``collect`` says what to gather next (each ``{"text", "command"}``)."""
+
     causes: list[str]
     steps: list[PlanStep]
     note: str = ""
+    recognised: bool = True
+    related: list[str] = field(default_factory=list)
+    collect: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"causes": self.causes, "steps": [s.to_dict() for s in self.steps], "note": self.note}
+        return {"causes": self.causes, "steps": [s.to_dict() for s in self.steps], "note": self.note,
+                "recognised": self.recognised, "related": self.related, "collect": self.collect}
 
 
 @dataclass(frozen=True)

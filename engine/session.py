@@ -19,10 +19,12 @@ from .compiled import CompiledKB, compile_kb
 from .explain import how as explain_how
 from .explain import relevance_text
 from .explain import why as explain_why
+from .explain import why_evidence
+from .language import LANGUAGES, cause_texts, detect, pick
 from .matching import SignatureHit, SymptomMatch, match_symptoms, scan_lines
 from .memory import SOURCE_PRIORITY, FactRecord, Source
 from .plan import build_plan
-from .questions import answer_options, leading_causes, rank_questions
+from .questions import ConsultModel, answer_options, leading_causes, rank_questions
 from .relevance import RELEVANCE, RelevanceIndex
 from .state import STATE_FORMAT, STATE_VERSION, read_state
 from .results import Diagnosis, EvidenceItem, How, Plan, Question, Why
@@ -39,11 +41,16 @@ __all__ = [
     "STATE_FORMAT",
     "STATE_VERSION",
     "MAX_TEXT_CHARS",
+    "LOG_GIVEN",
 ]
 
 MAX_TEXT_CHARS = 200_000
 MAX_LINE_CHARS = 8_192
 _LATER_WINS = {"answer", "cli", "probe"}
+#: The KB fact the session sets when log lines arrive (a log, or error lines in the user's words),
+#: so that questions asking for a log can be conditioned on it (``asked_when``).
+LOG_GIVEN = "log_given"
+_QUESTIONS_KEPT = 10
 
 
 @dataclass
@@ -73,6 +80,7 @@ class Doctor:
                                layout=extras.get("layout"))
         saved_options = extras.get("options")
         self._options = {k: list(v) for k, v in saved_options.items()} if saved_options is not None else answer_options(self._ckb)
+        self._consult: ConsultModel | None = None
         saved = extras.get("relevance")
         self._relevance: RelevanceIndex | None = RelevanceIndex(state=saved) if saved else None
 
@@ -82,6 +90,13 @@ class Doctor:
         if self._relevance is None:
             self._relevance = RelevanceIndex(self._ckb.kb)
         return self._relevance
+
+    @property
+    def consult_model(self) -> ConsultModel:
+        """What question ranking needs from the KB (built on first use)."""
+        if self._consult is None:
+            self._consult = ConsultModel(self._ckb, self._options)
+        return self._consult
 
     @property
     def kb(self) -> KnowledgeBase:
@@ -95,42 +110,70 @@ class Doctor:
     def answer_options(self) -> Mapping[str, list[Value]]:
         return self._options
 
-    def session(self) -> "Session":
-        """Start a new conversation."""
-        return Session(self)
+    def session(self, *, lang: str | None = None) -> "Session":
+        """Start a new conversation (in ``lang``; by default the language the user writes)."""
+        return Session(self, lang=lang)
 
 
 class Session:
     """One conversation: facts in, ranked diagnoses, questions and a fix plan out."""
 
-    def __init__(self, doctor: Doctor):
+    def __init__(self, doctor: Doctor, *, lang: str | None = None):
         self.doctor = doctor
         self._assertions: list[FactRecord] = []
         self._unknown: list[str] = []
         self._texts: list[str] = []
+        self._text_origins: list[str] = []  # "" for the user's words, else the evidence question answered
         self._logs: list[LogSummary] = []
         self._matches: list[dict[str, Any]] = []
         self._hang: dict[str, Any] | None = None
         self._hang_facts: list[FactRecord] = []
         self._state: Inference | None = None
+        self._ranked: dict[bool, tuple[int, list[Question]]] = {}
+        self._lang: str | None = None
+        if lang is not None:
+            self.set_language(lang)
+
+    # --------------------------------------------------------------- language
+    @property
+    def language(self) -> str:
+        """"en" or "zh": the language chosen with :meth:`set_language`, else the user's own."""
+        if self._lang is not None:
+            return self._lang
+        return detect(t for t, origin in zip(self._texts, self._text_origins) if not origin)
+
+    def set_language(self, lang: str | None) -> None:
+        """Answer in ``lang`` ("en" or "zh"); None goes back to the language the user writes."""
+        if lang is not None and lang not in LANGUAGES:
+            raise SessionError(f"unknown language {lang!r}; one of {', '.join(LANGUAGES)}")
+        self._lang = lang
+        self._ranked = {}
 
     # ----------------------------------------------------------------- inputs
     def tell(self, text: str) -> list[SymptomMatch]:
         """The user's own words (a description, or pasted log lines); returns what matched."""
+        return self._tell(text)
+
+    def _tell(self, text: str, origin: str = "") -> list[SymptomMatch]:
         if len(text) > MAX_TEXT_CHARS:
             raise InputTooLarge(f"text of {len(text)} characters is over the limit of {MAX_TEXT_CHARS}")
         self._texts.append(text)
+        self._text_origins.append(origin)
         kb = self.doctor.kb
+        prefix = f"answer to {origin}: " if origin else ""
         matches = match_symptoms(self.doctor.compiled, text)
         for match in matches:
             symptom = kb.symptoms[match.symptom]
-            detail = f"{match.symptom}: {match.phrase!r}"
+            detail = f"{prefix}{match.symptom}: {match.phrase!r}"
             for name, value in symptom.sets.items():
                 value = _fill(value, match.captures)
                 self._assert_coerced(name, value, Source("text", detail), symptom.certainty * match.score)
             self._matches.append({"symptom": match.symptom, "phrase": match.phrase, "score": round(match.score, 3)})
-        self._scan(text.splitlines(), LogSummary(name="text"), kind="text")
-        self._state = None
+        summary = LogSummary(name="text")
+        self._scan(text.splitlines(), summary, kind="text", prefix=prefix)
+        if summary.hits:
+            self._log_given(Source("text", f"{prefix}pasted log lines"))
+        self._changed()
         return matches
 
     def add_log(self, lines: Iterable[str], name: str = "log") -> LogSummary:
@@ -140,7 +183,8 @@ class Session:
         summary = LogSummary(name=name)
         self._scan(lines, summary, kind="log")
         self._logs.append(summary)
-        self._state = None
+        self._log_given(Source("log", name))
+        self._changed()
         return summary
 
     def add_hits(self, name: str, lines: int, hits: Iterable[SignatureHit],
@@ -157,7 +201,8 @@ class Session:
             if signature in summary.hits:
                 summary.hits[signature]["count"] = count
         self._logs.append(summary)
-        self._state = None
+        self._log_given(Source("log", name))
+        self._changed()
         return summary
 
     def set_hang(self, hang: Mapping[str, Any] | None, *, facts: Mapping[str, tuple[Any, str]] | None = None,
@@ -180,7 +225,7 @@ class Session:
         self._hang = json.loads(json.dumps({"report": dict(hang) if hang is not None else None,
                                             "evidence": list(evidence or [])}))
         self._hang_facts = records
-        self._state = None
+        self._changed()
 
     @property
     def hang(self) -> dict[str, Any] | None:
@@ -194,19 +239,33 @@ class Session:
         return list((self._hang or {}).get("evidence", []))
 
     def answer(self, fact_id: str, value: object) -> None:
-        """Answer a question (or change an earlier answer)."""
+        """Answer a question (or change an earlier answer).
+
+        An evidence question's answer is free text (a pasted log line, versions, a command): it
+        is read like the user's words and log lines, and everything it establishes is taken back
+        with it when the answer is changed or retracted.
+        """
+        fact = self._fact(fact_id)
         self._assertions = [a for a in self._assertions if not (a.name == fact_id and a.source.kind == "answer")]
         if fact_id in self._unknown:
             self._unknown.remove(fact_id)
+        if fact.get("evidence"):
+            self._drop_evidence(fact_id)
+            text = str(value)
+            self._assert_checked(fact_id, text[:2000], Source("answer"))
+            self._tell(text, origin=fact_id)
+            return
         self._assert_checked(fact_id, value, Source("answer"))
 
     def dont_know(self, fact_id: str) -> None:
         """The user cannot tell; the engine will not ask again."""
-        self._fact(fact_id)
+        fact = self._fact(fact_id)
         self._assertions = [a for a in self._assertions if not (a.name == fact_id and a.source.kind == "answer")]
+        if fact.get("evidence"):
+            self._drop_evidence(fact_id)
         if fact_id not in self._unknown:
             self._unknown.append(fact_id)
-        self._state = None
+        self._changed()
 
     def set_fact(self, fact_id: str, value: object, *, source: str = "cli", detail: str = "",
                  certainty: float = 1.0) -> None:
@@ -217,11 +276,13 @@ class Session:
 
     def retract(self, fact_id: str) -> None:
         """Take back an answer (and a "don't know") so the question can be asked again."""
-        self._fact(fact_id)
+        fact = self._fact(fact_id)
         self._assertions = [a for a in self._assertions if not (a.name == fact_id and a.source.kind in ("answer", "cli"))]
+        if fact.get("evidence"):
+            self._drop_evidence(fact_id)
         if fact_id in self._unknown:
             self._unknown.remove(fact_id)
-        self._state = None
+        self._changed()
 
     # ---------------------------------------------------------------- outputs
     def facts(self) -> dict[str, FactRecord]:
@@ -233,28 +294,46 @@ class Session:
         return [firing.rule for firing in self._inference().fired]
 
     def diagnoses(self, limit: int | None = None) -> list[Diagnosis]:
-        """Raised causes, best first."""
+        """Raised causes, best first: those rules support (``supported``) by confidence, then
+        those only the user's words point at ("possibly related")."""
         state = self._inference()
         kb = self.doctor.kb
         certainties = state.certainties()
+        supported = {c for c, items in state.evidence.items() if any(r != RELEVANCE and v > 0 for r, v in items)}
         ranked = sorted(
             (c for c, v in certainties.items() if v > RAISE_THRESHOLD),
-            key=lambda c: (-round(certainties[c], 6), -kb.causes[c].prior, c),
+            key=lambda c: (c not in supported, -round(certainties[c], 6), -kb.causes[c].prior, c),
         )
+        lang = self.language
         out = []
         for cause_id in ranked[:limit]:
             cause = kb.causes[cause_id]
+            texts = cause_texts(cause)
             out.append(Diagnosis(
-                id=cause.id, title=cause.title, area=cause.area, confidence=certainties[cause_id],
-                explanation=cause.explanation, evidence=self._evidence(state, cause_id),
+                id=cause.id, title=pick(texts, "title", lang), area=cause.area, confidence=certainties[cause_id],
+                explanation=pick(texts, "explanation", lang), evidence=self._evidence(state, cause_id),
                 fixes=[dict(kb.fixes[f]) for f in cause.fixes], references=list(cause.references),
+                supported=cause_id in supported, texts=texts,
             ))
         return out
 
+    def recognised(self) -> bool:
+        """True when some raised cause has support beyond shared words (a rule, symptom or log line)."""
+        return any(d.supported for d in self.diagnoses())
+
     def questions(self, limit: int = 3) -> list[Question]:
         """The most useful questions now, best first; empty when nothing useful is left."""
-        return rank_questions(self.doctor.compiled, self._inference(), self.doctor.answer_options,
-                              skip=self._unknown, limit=limit)
+        return self._questions(limit, by_probe=False)
+
+    def _questions(self, limit: int, by_probe: bool) -> list[Question]:
+        kept = self._ranked.get(by_probe)
+        state = self._inference()
+        if kept is None or kept[0] < limit:
+            keep = max(limit, _QUESTIONS_KEPT)
+            found = rank_questions(self.doctor.compiled, state, self.doctor.consult_model, skip=self._unknown,
+                                   limit=keep, by_probe=by_probe, lang=self.language)
+            kept = self._ranked[by_probe] = (keep, found)
+        return kept[1][:limit]
 
     def suggest_probes(self, limit: int = 3) -> list[dict[str, Any]]:
         """Probes whose results would best separate the leading causes, best first.
@@ -262,8 +341,7 @@ class Session:
         Each entry names the probe, the facts it would establish and the causes it separates;
         the front end asks the user's consent before running any.
         """
-        ranked = rank_questions(self.doctor.compiled, self._inference(), self.doctor.answer_options,
-                                skip=self._unknown, limit=50, by_probe=True)
+        ranked = self._questions(50, by_probe=True)
         best: dict[str, dict[str, Any]] = {}
         for question in ranked:
             for probe in self.doctor.kb.facts[question.id].probes:
@@ -279,8 +357,9 @@ class Session:
         return found[0] if found else None
 
     def plan(self) -> Plan:
-        """The fix plan over the leading causes: ordered, de-duplicated, checks first."""
-        return build_plan(self.doctor.kb, self.diagnoses())
+        """The fix plan over the leading causes rules support, ordered by expected value (see
+        :mod:`engine.plan`); when none has such support, what to collect next instead."""
+        return build_plan(self.doctor.kb, self.diagnoses(), self.language)
 
     def how(self, cause_id: str) -> How:
         """How the engine weighed a cause: rules, contributions, facts and their sources."""
@@ -290,8 +369,11 @@ class Session:
 
     def why(self, fact_id: str) -> Why:
         """Why a question is worth asking: the causes each answer would move."""
-        self._fact(fact_id)
+        fact = self._fact(fact_id)
         state = self._inference()
+        if fact.get("evidence"):
+            reach = self.doctor.consult_model.evidence.get(fact_id)
+            return why_evidence(self.doctor.compiled, state, fact_id, reach)
         answers = self.doctor.answer_options.get(fact_id, [])
         leading = leading_causes(self.doctor.compiled, state.certainties())
         return explain_why(self.doctor.compiled, state, fact_id, answers, leading)
@@ -317,11 +399,18 @@ class Session:
         return {a.name: a.value for a in self._assertions if a.source.kind == "answer"}
 
     def report(self, *, questions: int = 3) -> dict[str, Any]:
-        """Everything a front end shows, as one JSON-ready dict (the CLI's ``--json``)."""
+        """Everything a front end shows, as one JSON-ready dict (the CLI's ``--json``).
+
+        ``recognised`` is False when no cause has support beyond shared words; the plan then
+        holds no steps but what to collect next.
+        """
+        plan = self.plan()
         return {
+            "lang": self.language,
+            "recognised": plan.recognised,
             "diagnoses": [d.to_dict() for d in self.diagnoses()],
             "questions": [q.to_dict() for q in self.questions(limit=questions)],
-            "plan": self.plan().to_dict(),
+            "plan": plan.to_dict(),
             "facts": {name: record.to_dict() for name, record in sorted(self.facts().items())},
             "symptoms": self.symptom_matches,
             "logs": [s.to_dict() for s in self._logs],
@@ -340,6 +429,8 @@ class Session:
             ],
             "unknown": list(self._unknown),
             "texts": list(self._texts),
+            "text_origins": list(self._text_origins),
+            "lang": self._lang,
             "logs": [s.to_dict() for s in self._logs],
             "matches": list(self._matches),
             **({"hang": {**self._hang, "facts": [
@@ -370,6 +461,9 @@ class Session:
         if saved.hang is not None:
             session._hang = {"report": saved.hang.report, "evidence": saved.hang.evidence}
             session._hang_facts = saved.hang.facts
+        session._text_origins = saved.text_origins
+        if saved.lang is not None:
+            session.set_language(saved.lang)
         return session
 
     # --------------------------------------------------------------- helpers
@@ -388,7 +482,23 @@ class Session:
         if not 0 < certainty <= 1:
             raise SessionError(f"certainty must be in (0, 1], got {certainty}")
         self._assertions.append(FactRecord(fact_id, coerced, source, certainty))
+        self._changed()
+
+    def _changed(self) -> None:
         self._state = None
+        self._ranked = {}
+
+    def _log_given(self, source: Source) -> None:
+        if LOG_GIVEN in self.doctor.kb.facts and not any(a.name == LOG_GIVEN and a.source == source for a in self._assertions):
+            self._assertions.append(FactRecord(LOG_GIVEN, True, source))
+
+    def _drop_evidence(self, fact_id: str) -> None:
+        """Withdraw an evidence question's earlier answer: its text and what the text established."""
+        prefix = f"answer to {fact_id}: "
+        self._assertions = [a for a in self._assertions if not a.source.detail.startswith(prefix)]
+        keep = [i for i, origin in enumerate(self._text_origins) if origin != fact_id]
+        self._texts = [self._texts[i] for i in keep]
+        self._text_origins = [self._text_origins[i] for i in keep]
 
     def _assert_coerced(self, name: str, value: object, source: Source, certainty: float) -> None:
         fact = self.doctor.kb.facts[name]
@@ -398,7 +508,7 @@ class Session:
             return  # a capture that does not fit the fact's type says nothing
         self._assertions.append(FactRecord(name, coerced, source, min(max(certainty, 0.01), 1.0)))
 
-    def _scan(self, lines: Iterable[str], summary: LogSummary, kind: str) -> None:
+    def _scan(self, lines: Iterable[str], summary: LogSummary, kind: str, prefix: str = "") -> None:
         counted = 0
 
         def counting(source: Iterable[str]):
@@ -407,10 +517,10 @@ class Session:
                 counted += 1
                 yield line[:MAX_LINE_CHARS]
 
-        self._take_hits(scan_lines(self.doctor.compiled, counting(lines)), summary, kind)
+        self._take_hits(scan_lines(self.doctor.compiled, counting(lines)), summary, kind, prefix)
         summary.lines = counted
 
-    def _take_hits(self, hits: Iterable[SignatureHit], summary: LogSummary, kind: str) -> None:
+    def _take_hits(self, hits: Iterable[SignatureHit], summary: LogSummary, kind: str, prefix: str = "") -> None:
         kb = self.doctor.kb
         seen_facts: set[str] = {a.name for a in self._assertions if a.source.kind == kind}
         for hit in hits:
@@ -425,7 +535,7 @@ class Session:
                 if name in seen_facts:
                     continue
                 seen_facts.add(name)
-                detail = f"{summary.name}:{hit.line_no}" if kind == "log" else f"pasted line {hit.line_no}"
+                detail = f"{summary.name}:{hit.line_no}" if kind == "log" else f"{prefix}pasted line {hit.line_no}"
                 self._assert_coerced(name, _fill(value, hit.captures), Source(kind, detail), signature.certainty)  # type: ignore[arg-type]
 
     def _base(self) -> dict[str, FactRecord]:

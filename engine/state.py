@@ -48,6 +48,8 @@ class SavedState:
     logs: list[tuple[str, int, dict[str, dict[str, Any]]]] = field(default_factory=list)
     matches: list[dict[str, Any]] = field(default_factory=list)
     hang: SavedHang | None = None
+    text_origins: list[str] = field(default_factory=list)  # per text: "" or the evidence question it answered
+    lang: str | None = None
 
 
 def read_state(kb: KnowledgeBase, text: str | bytes | Mapping[str, Any],
@@ -73,6 +75,12 @@ def read_state(kb: KnowledgeBase, text: str | bytes | Mapping[str, Any],
             out.assertions.append(record)
     out.unknown = [n for i, n in enumerate(_items(data, "unknown")) if _str(n, f"unknown[{i}]", MAX_SHORT_CHARS) in kb.facts]
     out.texts = [_str(t, f"texts[{i}]", MAX_TEXT_CHARS) for i, t in enumerate(_items(data, "texts"))]
+    origins = [_str(o, f"text_origins[{i}]", MAX_SHORT_CHARS) for i, o in enumerate(_items(data, "text_origins"))]
+    out.text_origins = origins if len(origins) == len(out.texts) else [""] * len(out.texts)
+    lang = data.get("lang")
+    if lang is not None and lang not in ("en", "zh"):
+        raise StateError(f"lang: expected \"en\", \"zh\" or null, got {_short(lang)}")
+    out.lang = lang
     for i, item in enumerate(_items(data, "logs")):
         where = f"logs[{i}]"
         log = _map(item, where)

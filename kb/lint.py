@@ -38,10 +38,13 @@ def _where(kb: KnowledgeBase, section: str, item: str) -> str:
 
 
 def _settable_facts(kb: KnowledgeBase) -> set[str]:
-    out: set[str] = set()
+    out: set[str] = {"log_given"}  # the session sets it when log lines arrive
     for fact in kb.facts.values():
         if fact.question or fact.probes:
             out.add(fact.id)
+        for implication in fact.get("implies") or ():
+            out.update(implication.set)
+        out.update(fact.get("reveals") or ())
     for item in list(kb.symptoms.values()) + list(kb.signatures.values()):
         out.update(item.sets)
     for rule in kb.rules.values():
@@ -83,7 +86,105 @@ def _meaning(kb: KnowledgeBase) -> list[str]:
             problems.append(f"{_where(kb, 'fixes', fix.id)}: no cause uses this fix")
     problems.extend(_probe_problems(kb))
     problems.extend(_incident_problems(kb))
+    problems.extend(_question_problems(kb, settable))
     return problems
+
+
+def _question_problems(kb: KnowledgeBase, settable: set[str]) -> list[str]:
+    """Premises, revealed facts and Chinese text of questions; Chinese titles of causes."""
+    from ..engine.conditions import condition_facts
+
+    problems = []
+    for fact in kb.facts.values():
+        where = _where(kb, "facts", fact.id)
+        if fact.get("asked_when") is not None:
+            dead = sorted(condition_facts(fact.asked_when) - settable)
+            if dead:
+                problems.append(f"{where}: asked_when can never hold: nothing sets {', '.join(dead)}")
+            if fact.question is None:
+                problems.append(f"{where}: asked_when without a question")
+        for name in fact.get("reveals") or ():
+            if name not in kb.facts:
+                problems.append(f"{where}: reveals unknown fact {name!r}")
+        zh = fact.get("zh") or {}
+        if fact.question and not zh.get("question"):
+            problems.append(f"{where}: question without Chinese text (zh: {{question: ...}})")
+        for choice in (zh.get("choices") or {}):
+            if choice not in (fact.choices or ()):
+                problems.append(f"{where}: zh.choices names {choice!r}, not one of its choices")
+    for cause in kb.causes.values():
+        if not (cause.get("zh") or {}).get("title"):
+            problems.append(f"{_where(kb, 'causes', cause.id)}: title without Chinese text (zh: {{title: ...}})")
+    return problems
+
+
+def _implication_problems(kb: KnowledgeBase, doctor: Any) -> list[str]:
+    """Implications that contradict themselves or each other: from each implication's premise,
+    applying every implication that then holds must never give one fact two values."""
+    from ..engine.compiled import IMPLIES
+    from ..engine.memory import FactRecord, Source
+    from ..engine.values import equals
+
+    rules = [r for r in doctor.compiled.rules if r.id.startswith(f"{IMPLIES}_")]
+    problems = []
+    for rule in rules:
+        for seed in _satisfying(rule.rule.when, kb):
+            memory = {name: FactRecord(name, value, Source("answer")) for name, value in seed.items()}
+            chain: dict[str, str] = {name: "its premise" for name in seed}
+            clash = ""
+            changed = True
+            while changed and not clash:
+                changed = False
+                for other in rules:
+                    if other.predicate(memory)[0] is not True:
+                        continue
+                    for name, value in other.sets:
+                        kind = kb.facts[name].type
+                        if name in memory:
+                            if not equals(memory[name].value, value, kind):
+                                clash = (f"{name} = {memory[name].value!r} (from {chain[name]}) "
+                                         f"and {value!r} (from {other.id})")
+                                break
+                            continue
+                        memory[name] = FactRecord(name, value, Source("rule", other.id))
+                        chain[name] = other.id
+                        changed = True
+                    if clash:
+                        break
+            if clash:
+                where = _where(kb, "facts", rule.rule.get("implied_by") or "")
+                problems.append(f"{where}: {rule.id} contradicts: {' '.join(f'{k}={v!r}' for k, v in seed.items())} leads to {clash}")
+                break
+    return problems
+
+
+def _satisfying(cond: Any, kb: KnowledgeBase) -> list[dict[str, Any]]:
+    """Simple assignments that make a condition true (one per value of an ``in``; ``any``: one
+    per branch); conditions it cannot read off (ranges, regexes, absence) give none."""
+    from ..engine.values import coerce
+
+    if cond.get("fact") is not None:
+        fact = kb.facts[cond.fact]
+        try:
+            if cond.get("eq") is not None:
+                return [{cond.fact: coerce(cond.eq, fact.type, fact.choices)}]
+            if cond.get("in_"):
+                return [{cond.fact: coerce(v, fact.type, fact.choices)} for v in cond.in_]
+        except ValueError:
+            return []
+        if fact.type == "bool" and not any(cond.get(k) is not None for k in
+                                            ("ne", "lt", "le", "gt", "ge", "matches", "known")):
+            return [{cond.fact: True}]
+        return [{}]
+    if cond.get("all"):
+        out: list[dict[str, Any]] = [{}]
+        for part in cond.all:
+            options = _satisfying(part, kb)
+            out = [{**a, **b} for a in out for b in options][:16]
+        return out
+    if cond.get("any"):
+        return [option for part in cond.any for option in _satisfying(part, kb)][:16]
+    return [{}]
 
 
 def _direct_evidence_ids(kb: KnowledgeBase) -> set[str]:
@@ -174,6 +275,7 @@ def lint_kb(directory: Path | None = None, *, examples: bool = True) -> list[str
     except CompileError as exc:
         return list(exc.problems)
     problems = _meaning(kb)
+    problems.extend(_implication_problems(kb, doctor))
     folder = Path(directory or DATA_DIR)
     if (folder / "causes").is_dir() or (folder / "vocabulary").is_dir():
         problems.extend(_layout_problems(kb))

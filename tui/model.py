@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..engine import Diagnosis, Doctor, Question, Session
+from ..engine.questions import make_question
 from ..engine.values import Value
 
 __all__ = ["View", "Conversation", "learned_facts"]
@@ -47,8 +48,7 @@ class Conversation:
 
     def question_for(self, fact_id: str) -> Question:
         """The question for a fact, asked again on the user's request."""
-        fact = self.doctor.kb.facts[fact_id]
-        return Question(fact.id, fact.question or fact.id, fact.type, list(fact.choices), fact.help, 0.0, [])
+        return make_question(self.doctor.kb.facts[fact_id], 0.0, [], self.session.language)
 
     def view(self, notes: list[str] | None = None) -> View:
         """A snapshot of the session (takes the lock)."""
