@@ -35,6 +35,8 @@ _PHRASES: dict[str, dict[str, str]] = {
     "possibly_related": {"en": "Possibly related (shared words only)", "zh": "可能相关（仅用词相近）"},
     "collect_next": {"en": "What to collect next", "zh": "接下来请收集"},
     "fix_plan": {"en": "Fix plan", "zh": "修复方案"},
+    "narrow_down": {"en": "Answering these would narrow it down (diagnose --fact NAME=VALUE)",
+                    "zh": "回答下面的问题可以缩小范围（diagnose --fact 名称=值）"},
     "collect_debug": {
         "en": "Rerun with NCCL_DEBUG=INFO (and TORCH_DISTRIBUTED_DEBUG=DETAIL for PyTorch) and keep the log of every rank.",
         "zh": "设置 NCCL_DEBUG=INFO 重新运行（PyTorch 另加 TORCH_DISTRIBUTED_DEBUG=DETAIL），保存每个 rank 的日志。",

@@ -40,13 +40,15 @@ def step_value(likelihood: float, kind: str, cost: int) -> float:
     return min(likelihood, 1.0) * SETTLES[kind] / max(cost, 1)
 
 
-def build_plan(kb: KnowledgeBase, diagnoses: list[Diagnosis], lang: str = "en") -> Plan:
+def build_plan(kb: KnowledgeBase, diagnoses: list[Diagnosis], lang: str = "en", *, told: bool = True) -> Plan:
+    """The plan for ``diagnoses`` (best first) in ``lang``; ``told`` says whether the user has
+    described anything yet (nothing told: "describe it"; told but unrecognised: say so)."""
     supported = [d for d in diagnoses if d.supported]
     if not supported:
         related = [d.id for d in diagnoses]
         collect = [{"text": phrase(key, lang), "command": COLLECT_COMMANDS[key]} for key in _COLLECT]
-        note = phrase("not_recognised" if related else "plan_empty", lang)
-        return Plan(causes=[], steps=[], note=note, recognised=False, related=related, collect=collect)
+        note = phrase("not_recognised" if told else "plan_empty", lang)
+        return Plan(causes=[], steps=[], note=note, recognised=False, related=related, collect=collect, lang=lang)
     top = supported[0].confidence
     leading = [d for d in supported if d.confidence >= max(0.15, 0.4 * top)][:MAX_PLAN_CAUSES] or supported[:1]
     owners: dict[str, list[str]] = {}
@@ -75,7 +77,7 @@ def build_plan(kb: KnowledgeBase, diagnoses: list[Diagnosis], lang: str = "en") 
         ))
     note = phrase("plan_low", lang) if top < 0.3 else ""
     related = [d.id for d in diagnoses if not d.supported]
-    return Plan(causes=[d.id for d in leading], steps=steps, note=note, related=related)
+    return Plan(causes=[d.id for d in leading], steps=steps, note=note, related=related, lang=lang)
 
 
 def _position(kb: KnowledgeBase, leading: list[Diagnosis], cause_id: str, fix_id: str) -> tuple[int, int]:

@@ -103,10 +103,11 @@ class Plan:
     recognised: bool = True
     related: list[str] = field(default_factory=list)
     collect: list[dict[str, str]] = field(default_factory=list)
+    lang: str = "en"
 
     def to_dict(self) -> dict[str, Any]:
         return {"causes": self.causes, "steps": [s.to_dict() for s in self.steps], "note": self.note,
-                "recognised": self.recognised, "related": self.related, "collect": self.collect}
+                "recognised": self.recognised, "related": self.related, "collect": self.collect, "lang": self.lang}
 
 
 @dataclass(frozen=True)

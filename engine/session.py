@@ -272,6 +272,9 @@ class Session:
         """Set a fact from a flag, a probe or a report (``source`` is one of the source kinds)."""
         if source not in SOURCE_PRIORITY or source == "rule":
             raise SessionError(f"unknown source kind {source!r}")
+        if self._fact(fact_id).get("evidence") and source in ("answer", "cli"):
+            self.answer(fact_id, value)  # an evidence answer is read, not just stored
+            return
         self._assert_checked(fact_id, value, Source(source, detail), certainty)  # type: ignore[arg-type]
 
     def retract(self, fact_id: str) -> None:
@@ -359,7 +362,8 @@ class Session:
     def plan(self) -> Plan:
         """The fix plan over the leading causes rules support, ordered by expected value (see
         :mod:`engine.plan`); when none has such support, what to collect next instead."""
-        return build_plan(self.doctor.kb, self.diagnoses(), self.language)
+        told = bool(self._texts or self._logs or self._assertions)
+        return build_plan(self.doctor.kb, self.diagnoses(), self.language, told=told)
 
     def how(self, cause_id: str) -> How:
         """How the engine weighed a cause: rules, contributions, facts and their sources."""

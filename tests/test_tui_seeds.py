@@ -101,9 +101,8 @@ async def answer_all(pilot, oracle: dict[str, object], *, use_keys: int = 3) -> 
         question = screen.view.question
         asked.append(question.id)
         value = oracle.get(question.id)
-        if question.type not in ("bool", "choice") and value is not None:
-            screen.query_one("#own-words").value = str(value)
-            screen._words(str(value))
+        if question.type not in ("bool", "choice"):  # typed: a value, or "don't know" in words
+            screen._words(str(value) if value is not None else "don't know")
         else:
             key = key_for(question, value)
             if len(asked) <= use_keys:
@@ -148,6 +147,8 @@ async def test_seed_conversation_ends_in_the_right_plan(case):
         session = app.conversation.session
 
         if app.screen.view.question is not None:
+            if app.screen.view.question.type not in ("bool", "choice"):
+                await pilot.press("escape")  # a typed question has the words box focused: leave it
             await pilot.press("w")  # why are you asking?
             await settle(pilot)
             assert isinstance(app.screen, ExplainScreen)
@@ -175,10 +176,14 @@ async def test_seed_conversation_ends_in_the_right_plan(case):
             await settle(pilot)
             assert session.answers()[first.id] is original
         else:  # "don't know", then take it back: the question comes again
-            await pilot.press(key_for(first, original))
+            if first.type in ("bool", "choice"):
+                await pilot.press(key_for(first, original))
+            else:  # a typed answer (an evidence question), in the words box
+                app.screen.query_one("#own-words").focus()
+                await pilot.press(*"don't know", "enter")
             await settle(pilot)
-            if isinstance(app.screen, PlanScreen):
-                await pilot.press("escape")
+            await pilot.press("escape")  # leave the words box (or the plan) for the keys
+            await settle(pilot)
             await pilot.press("b")
             await settle(pilot)
             assert isinstance(app.screen, AnswersScreen)

@@ -51,6 +51,7 @@ class ConversationScreen(Screen[None]):
         self.view: View | None = None
         self.busy = False
         self.asked = 0
+        self.guided = False  # the "not recognised" guidance is written once
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -111,7 +112,13 @@ class ConversationScreen(Screen[None]):
             self.say(note, "dim")
         if after:
             self.say(after, "dim")
-        self.query_one("#causes", CausePanel).show(view.diagnoses)
+        self.query_one("#causes", CausePanel).show(view.diagnoses, view.lang)
+        if not view.recognised and view.told and not self.guided:
+            self.guided = True
+            self.say(view.guidance, "yellow")
+            for item in view.collect:
+                self.say(f"  - {item['text']}", "yellow")
+                self.say(f"      $ {item['command']}", "dim")
         question = view.question
         current = None
         if question is not None and view.revisiting:
@@ -123,7 +130,7 @@ class ConversationScreen(Screen[None]):
             self.asked += 1
         counter = "Changing an answer" if view.revisiting else f"Question {self.asked}"
         panel = self.query_one("#question", QuestionPanel)
-        panel.show(question, current=current, counter=counter)
+        panel.show(question, current=current, counter=counter, lang=view.lang)
         hint = self.query_one("#probe-hint", Static)
         if view.probes and question is not None:
             names = ", ".join(p["probe"] for p in view.probes)
@@ -248,7 +255,7 @@ class ConversationScreen(Screen[None]):
         self.query_one("#own-words", Input).focus()
 
     def action_focus_answers(self) -> None:
-        self.query_one("#question", QuestionPanel).focus_answers()
+        self.query_one("#question", QuestionPanel).focus_answers(words=False)
 
     def action_causes(self) -> None:
         self.query_one("#cause-list").focus()

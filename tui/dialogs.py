@@ -113,7 +113,10 @@ class AnswersScreen(ModalScreen["tuple[str, str] | None"]):
             yield OptionList(*options, id="answer-list")
 
     def on_mount(self) -> None:
-        self.query_one("#answer-list").focus()
+        answers = self.query_one("#answer-list", OptionList)
+        answers.focus()
+        if answers.highlighted is None and self.rows:
+            answers.highlighted = 0  # x works at once on the first row
 
     @on(OptionList.OptionSelected, "#answer-list")
     def _chosen(self, event: OptionList.OptionSelected) -> None:

@@ -31,6 +31,11 @@ class View:
     unknown: list[str]
     revisiting: bool = False
     notes: list[str] = field(default_factory=list)
+    lang: str = "en"
+    recognised: bool = True
+    told: bool = False
+    collect: list[dict[str, str]] = field(default_factory=list)
+    guidance: str = ""
 
 
 class Conversation:
@@ -58,6 +63,7 @@ class Conversation:
                 question, revisiting = self.question_for(self.revisit), True
             else:
                 question, revisiting = session.next_question(), False
+            plan = session.plan()
             return View(
                 diagnoses=session.diagnoses(limit=SIDE_CAUSES),
                 question=question,
@@ -66,6 +72,11 @@ class Conversation:
                 unknown=session.unknown,
                 revisiting=revisiting,
                 notes=list(notes or []),
+                lang=session.language,
+                recognised=plan.recognised,
+                told=bool(session.texts or session.logs),
+                collect=list(plan.collect),
+                guidance=plan.note if not plan.recognised else "",
             )
 
 

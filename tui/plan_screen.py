@@ -11,6 +11,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Markdown
 
 from ..engine import Session
+from ..engine.language import phrase
 from ..report import format_value, plan_markdown
 from .dialogs import ExportScreen
 from .model import Conversation
@@ -27,10 +28,15 @@ def plan_page(session: Session) -> str:
     plan = session.plan()
     titles = {d.id: d.title for d in diagnoses}
     parts = []
-    if diagnoses:
+    supported = [d for d in diagnoses if d.supported]
+    related = [d for d in diagnoses if not d.supported]
+    if supported:
         lines = [f"{i}. **{d.title}** — {round(max(d.confidence, 0) * 100)}%"
-                 for i, d in enumerate(diagnoses[:4], start=1)]
-        parts.append("## Most likely\n\n" + "\n".join(lines))
+                 for i, d in enumerate(supported[:4], start=1)]
+        parts.append("## " + ("最可能的原因" if plan.lang == "zh" else "Most likely") + "\n\n" + "\n".join(lines))
+    if related:
+        lines = [f"- {d.title} — {round(max(d.confidence, 0) * 100)}%" for d in related[:3]]
+        parts.append(f"## {phrase('possibly_related', plan.lang)}\n\n" + "\n".join(lines))
     parts.append(plan_markdown(plan, titles, show_causes=False))
     answers = session.answers()
     if answers or session.unknown:

@@ -102,6 +102,7 @@ def _one_shot_parser() -> argparse.ArgumentParser:
                         help="hide host names, addresses, user names and secrets (default: on for --markdown, "
                              "off for --json)")
     parser.add_argument("--no-input", action="store_true", help="never ask questions")
+    parser.add_argument("--lang", choices=["en", "zh"], help="answer in this language (default: the one you write)")
     parser.add_argument("--kb", metavar="DIR", help="use another knowledge-base folder")
     parser.add_argument("--version", action="store_true", help="print the version")
     return parser
@@ -204,31 +205,63 @@ def _load_reports(session: Any, paths: list[str]) -> None:
         apply_results(session, results)
 
 
+_PROMPTS = {
+    "en": {"yes_no": "yes/no", "dont_know": "? = don't know", "stop": "Enter = stop",
+           "paste": "paste it, then an empty line", "skipped": "skipped", "pick": "that fits more than one answer:",
+           "noted": "noted as more detail; the question still stands"},
+    "zh": {"yes_no": "是/否", "dont_know": "? = 不知道", "stop": "直接回车 = 结束",
+           "paste": "粘贴后再输入一个空行", "skipped": "已跳过", "pick": "这个回答对应多个选项：",
+           "noted": "已作为补充信息记录；问题仍然有效"},
+}
+
+
 def _ask(session: Any, limit: int = 8) -> None:
-    """Plain prompts on a terminal: answer, '?' for don't know, empty line to stop."""
+    """Plain prompts on a terminal: an answer in words (yes/no, a choice or its number, a value,
+    pasted lines for an evidence question), '?' for don't know, an empty line to stop. Only the
+    engine's next question is ever asked, so nothing already known or implied comes up."""
     from .engine import SessionError
+    from .tui.answers import read_answer
 
     for _ in range(limit):
         question = session.next_question()
         if question is None:
             return
-        hint = "yes/no" if question.type == "bool" else "/".join(question.choices) or question.type
-        print(f"\n? {question.text} [{hint}; ? = don't know; Enter = stop]")
+        words = _PROMPTS.get(session.language, _PROMPTS["en"])
+        if question.kind == "evidence":
+            hint = words["paste"]
+        elif question.type == "bool":
+            hint = words["yes_no"]
+        elif question.choices:
+            hint = " ".join(f"{i}) {question.choice_labels.get(c, c)}" for i, c in enumerate(question.choices, start=1))
+        else:
+            hint = question.type
+        print(f"\n? {question.text} [{hint}; {words['dont_know']}; {words['stop']}]")
         if question.help:
             print(f"  ({question.help})")
         try:
             reply = input("> ").strip()
+            if question.kind == "evidence" and reply and reply != "?":
+                more = [reply]
+                while (line := input("  ").rstrip()):
+                    more.append(line)
+                reply = "\n".join(more)
         except EOFError:
             return
         if not reply:
             return
-        if reply == "?":
-            session.dont_know(question.id)
-            continue
+        reading = read_answer(question, reply)
         try:
-            session.answer(question.id, reply)
+            if reading.kind == "dont_know":
+                session.dont_know(question.id)
+            elif reading.kind == "answer":
+                session.answer(question.id, reading.value)
+            elif reading.kind == "ambiguous":
+                print(f"  {words['pick']} {', '.join(question.choice_labels.get(c, c) for c in reading.candidates)}")
+            else:
+                session.tell(reply)
+                print(f"  ({words['noted']})")
         except SessionError as exc:
-            print(f"  {exc}; skipped")
+            print(f"  {exc}; {words['skipped']}")
             session.dont_know(question.id)
 
 
@@ -258,7 +291,7 @@ def _one_shot(argv: list[str]) -> int:
     if opts.probe is not None and opts.no_probes:
         raise UsageError("--probe and --no-probes contradict each other")
     doctor = _doctor(opts.kb)
-    session = doctor.session()
+    session = doctor.session(lang=opts.lang)
     from .engine import SessionError
 
     for text in opts.symptom:

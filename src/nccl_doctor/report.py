@@ -58,11 +58,19 @@ _KINDS = {"check": "Check", "change": "Change", "workaround": "Workaround"}
 
 def plan_blocks(plan: Plan, titles: Mapping[str, str] | None = None, *, level: int = 2,
                 show_causes: bool = True) -> list[Block]:
-    """The fix plan: numbered steps, with commands and environment as code."""
+    """The fix plan: numbered steps, with commands and environment as code; when nothing is
+    recognised, what to collect next instead."""
+    from .engine.language import phrase
+
     titles = titles or {}
-    out: list[Block] = [Heading(level, "Fix plan")]
+    out: list[Block] = [Heading(level, phrase("fix_plan", plan.lang))]
     if not plan.steps:
-        return out + [Paragraph(plan.note or "Nothing to change yet.")]
+        out.append(Paragraph(plan.note or "Nothing to change yet."))
+        if plan.collect:
+            out.append(Paragraph([bold(phrase("collect_next", plan.lang) + ":")]))
+            for item in plan.collect:
+                out += [Paragraph(item["text"]), Code([item["command"]])]
+        return out
     if plan.causes and show_causes:
         out.append(Paragraph(_joined([bold(titles.get(c, c)) for c in plan.causes], prefix="For: ")))
     if plan.note:
