@@ -3,7 +3,8 @@
 The model, in one place.
 
 **Beliefs.** Every cause ``x`` gets ``w(x) = prior(x) · exp(K · cf(x))`` (``cf`` its certainty
-now, ``K`` = :data:`SHARPNESS`), normalised over *all* causes into ``p(x)`` — the leaders, the
+now, ``K`` = :data:`SHARPNESS`, which fits the real cases' descriptions best between 10 and 15 by
+log-likelihood of the right cause), normalised over *all* causes into ``p(x)`` — the leaders, the
 causes nothing points at yet and those evidence speaks against alike; a cause the facts rule out
 keeps a small weight rather than none. ``H(p)`` is its entropy in bits.
 
@@ -17,18 +18,20 @@ every bound a rule tests (:func:`answer_options`), plus "don't know". Each answe
 simulated — chained forward from the current facts — and moves each cause by
 ``L_a(x) = exp(K · (cf_a(x) − cf(x)))``; the engine's belief after it is ``b_a ∝ p · L_a``.
 Read as a likelihood, normalised over the answers, ``P(a | x) = (1 − d) · L_a(x) / Σ_b L_b(x)``
-(a cause no answer moves finds every answer equally likely), with ``d`` = :data:`DONT_KNOW` the
-chance of "don't know", which changes nothing. So ``P(a) = Σ_x p(x) · P(a | x)``: answers count
-as much as the current beliefs make them likely.
+(a cause no answer moves finds every answer equally likely), with ``d`` the chance of "don't
+know", which changes nothing — learned per fact from the incident library (how often reporters of
+the causes it bears on knew it; :mod:`engine.consult_model`). So ``P(a) = Σ_x p(x) · P(a | x)``:
+answers count as much as the current beliefs make them likely.
 
 **Evidence questions** (the first error line, versions, the launch command, what changed) have a
 free-text answer read by the same matching as descriptions and logs. Their outcomes are "the
 answer shows evidence for cause ``c``", one per cause whose rules the answer could reach through
 the facts it can set, and "nothing new" (don't know included), which changes nothing:
-``P(shows c | x) = r(c) · [x = c]``, where ``r(c)`` is the chance a reporter of ``c`` holds such
-evidence — from the incident library (the share of ``c``'s incidents with a log, or knowing a
-revealed fact, smoothed as ``(k + 1) / (n + 2)``; ``1/2`` without incidents). Showing it moves
-``c`` by the strongest evidence those facts can give it: ``L(c) = exp(K · s(c))``.
+``P(shows c | x) = r(c) · [x = c]``, and showing it moves ``c`` by ``s(c)``:
+``L(c) = exp(K · (cf_c ⊕ s(c) − cf_c))``. Both come from the incident library: each incident's own
+answer (its log lines, or the revealed facts its reporter knew) is simulated, and ``r(c)`` is the
+share of ``c``'s incidents whose answer raised ``c``, ``s(c)`` their mean lift, both smoothed
+toward pooled values (:mod:`engine.consult_model`).
 
 **Gain.** ``gain = Σ_o P(o) · (H(p) − H(b_o))`` over the outcomes ``o`` of a question: the
 expected drop in entropy, yes/no and evidence questions on one scale. Gain is myopic (a rule
@@ -41,30 +44,25 @@ is, nothing useful is left to ask.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
     from ..kb.schema import Condition, Fact
 from .certainty import combine
 from .chaining import Inference, consequences, extend, ready_rules
 from .compiled import CompiledKB
-from .conditions import condition_facts
+from .consult_model import ConsultModel, EvidenceReach
 from .language import fact_texts, pick
 from .memory import FactRecord, Source
 from .results import Question
 from .values import Value, coerce, parse_version
 
 __all__ = ["answer_options", "leading_causes", "rank_questions", "simulate", "make_question", "ConsultModel",
-           "MIN_GAIN", "LEADING", "SHARPNESS", "DONT_KNOW"]
+           "MIN_GAIN", "LEADING", "SHARPNESS"]
 
 SHARPNESS = 10.0
-#: The chance of "don't know" to a yes/no or choice question.
-DONT_KNOW = 0.3
-#: A reporter's chance of holding the evidence an evidence question asks for, without incidents.
-REVEAL_DEFAULT = 0.5
 #: At most this many yes/no and choice questions are simulated per turn: those whose rules can
 #: move the most belief (Σ p(x) × the strongest evidence on x the fact can reach).
 SIMULATED = 24
@@ -142,102 +140,6 @@ def _version_below(version: tuple[int, ...]) -> str:
     return "0"
 
 
-@dataclass(frozen=True)
-class EvidenceReach:
-    """What an evidence question's answer could show: per cause, the chance a reporter of that
-    cause holds such evidence (``rate``) and the strongest evidence it could give (``strength``)."""
-
-    rate: dict[str, float]
-    strength: dict[str, float]
-
-
-class ConsultModel:
-    """What the question ranking needs from the KB, computed once per Doctor: the simulated
-    answers as fact records, which questions each fact's value opens (premises), and what each
-    evidence question could show for each cause."""
-
-    def __init__(self, ckb: CompiledKB, options: Mapping[str, list[Value]]):
-        kb = ckb.kb
-        self.records: dict[str, list[FactRecord]] = {}
-        for fact_id, answers in options.items():
-            fact = kb.facts[fact_id]
-            records = []
-            for answer in answers:
-                try:
-                    records.append(FactRecord(fact_id, coerce(answer, fact.type, fact.choices), _SIMULATED))
-                except ValueError:
-                    continue
-            self.records[fact_id] = records
-        opens: dict[str, set[str]] = defaultdict(set)
-        for fact_id, fact in kb.facts.items():
-            if fact.get("asked_when") is not None:
-                for name in condition_facts(fact.asked_when):
-                    opens[name].add(fact_id)
-        self.opens = {name: frozenset(found) for name, found in opens.items()}
-        #: Causes a fact bears on: through rules, or through the questions its value opens.
-        self.bears_on: dict[str, tuple[str, ...]] = {}
-        for fact_id in self.records:
-            causes = set(ckb.influence.get(fact_id, ()))
-            for opened in self.opens.get(fact_id, ()):
-                causes |= ckb.influence.get(opened, frozenset())
-            self.bears_on[fact_id] = tuple(sorted(causes))
-        self.evidence: dict[str, EvidenceReach] = {}
-        self.moves = _raising_strength(ckb, against=True)
-        self._reach_strength = _raising_strength(ckb)
-        signature_facts = {name for sig in kb.signatures.values() for name in sig.sets}
-        by_cause: dict[str, list[Any]] = defaultdict(list)
-        for incident in (kb.get("incidents") or {}).values():
-            by_cause[incident.cause].append(incident)
-        for fact in kb.facts.values():
-            kind = fact.get("evidence")
-            if not kind or not fact.question:
-                continue
-            revealed = set(fact.get("reveals") or ()) | (signature_facts if kind == "log" else set())
-            strength: dict[str, float] = {}
-            for name in revealed:
-                for cause, value in self._reach_strength.get(name, {}).items():
-                    strength[cause] = max(strength.get(cause, 0.0), value)
-            rate = {}
-            for cause in strength:
-                incidents = by_cause.get(cause, [])
-                if not incidents:
-                    rate[cause] = REVEAL_DEFAULT
-                    continue
-                if kind == "log":
-                    held = sum(1 for i in incidents if (i.get("log") or "").strip())
-                else:
-                    held = sum(1 for i in incidents if revealed & set(i.get("knows") or {}))
-                rate[cause] = (held + 1) / (len(incidents) + 2)
-            self.evidence[fact.id] = EvidenceReach(rate, strength)
-
-
-def _raising_strength(ckb: CompiledKB, *, against: bool = False) -> dict[str, dict[str, float]]:
-    """Per fact: the strongest positive evidence per cause a rule reading it (or a fact derived
-    from it, at any depth) can give; with ``against``, the strongest evidence either way."""
-    direct: dict[str, dict[str, float]] = defaultdict(dict)
-    feeds: dict[str, set[str]] = defaultdict(set)
-    for compiled in ckb.rules:
-        for name in compiled.reads:
-            for cause, strength in compiled.evidence:
-                if strength > 0 or against:
-                    direct[name][cause] = max(direct[name].get(cause, 0.0), abs(strength))
-            feeds[name].update(compiled.rule.then.set)
-    out: dict[str, dict[str, float]] = {}
-    for start in ckb.kb.facts:
-        seen, stack, best = {start}, [start], {}
-        while stack:
-            name = stack.pop()
-            for cause, value in direct.get(name, {}).items():
-                best[cause] = max(best.get(cause, 0.0), value)
-            for nxt in feeds.get(name, ()):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    stack.append(nxt)
-        if best:
-            out[start] = best
-    return out
-
-
 def _clamp(value: float, bound: float) -> float:
     """Certainties live in [-1, 1]; a damaged state must not overflow exp()."""
     return max(-bound, min(bound, value)) if value == value else 0.0
@@ -273,9 +175,11 @@ class _Beliefs:
         return sum(self.w.get(c, 0.0) for c in causes) / self.total
 
 
-def fact_gain(beliefs: _Beliefs, moves: list[dict[str, float]]) -> float:
+def fact_gain(beliefs: _Beliefs, moves: list[dict[str, float]], known: float,
+              known_by: Mapping[str, float]) -> float:
     """Expected entropy drop of a yes/no or choice question (module docstring). ``moves`` holds,
-    per answer, ``L_a(x)`` for the causes that answer moves (1 elsewhere)."""
+    per answer, ``L_a(x)`` for the causes that answer moves (1 elsewhere); ``known_by[x]`` is
+    ``1 − d`` when ``x`` is the cause (``known`` for causes without a figure of their own)."""
     n = len(moves)
     if n == 0:
         return 0.0
@@ -284,9 +188,9 @@ def fact_gain(beliefs: _Beliefs, moves: list[dict[str, float]]) -> float:
     unmoved = beliefs.total - sum(beliefs.w.get(x, 0.0) for x in moved)
     gain = 0.0
     for move in moves:
-        likely = unmoved / n + sum(beliefs.w.get(x, 0.0) * move.get(x, 1.0) / norm[x] for x in moved)
-        p_answer = (1 - DONT_KNOW) * likely / beliefs.total
-        gain += p_answer * (beliefs.entropy - beliefs.entropy_with(move))
+        likely = known * unmoved / n + sum(
+            beliefs.w.get(x, 0.0) * known_by.get(x, known) * move.get(x, 1.0) / norm[x] for x in moved)
+        gain += likely / beliefs.total * (beliefs.entropy - beliefs.entropy_with(move))
     return gain
 
 
@@ -386,7 +290,7 @@ def rank_questions(
     for rank, (potential, fact_id, records, influence, relevance) in enumerate(candidates):
         if rank >= SIMULATED:
             if relevance >= MIN_RELEVANCE:
-                scored.append((RELEVANCE_WEIGHT * relevance, fact_id, 0.0, sorted(influence)))
+                scored.append((RELEVANCE_WEIGHT * relevance, fact_id, 0.0, sorted(model.bears_on[fact_id])))
             continue
         moves: list[dict[str, float]] = []
         if ready.get(fact_id):  # else no rule can fire on any answer: nothing to simulate
@@ -401,11 +305,11 @@ def rank_questions(
                     if abs(after - now) > 1e-9:
                         move[cause] = math.exp(SHARPNESS * _clamp(after - now, 2.0))
                 moves.append(move)
-        gain = fact_gain(beliefs, moves)
+        gain = fact_gain(beliefs, moves, model.known.get(fact_id, 1.0), model.known_by.get(fact_id, {}))
         separates = _separates(moves)
         if gain < MIN_GAIN and relevance < MIN_RELEVANCE:
             continue
-        scored.append((gain + RELEVANCE_WEIGHT * relevance, fact_id, gain, separates or sorted(influence)))
+        scored.append((gain + RELEVANCE_WEIGHT * relevance, fact_id, gain, separates or sorted(model.bears_on[fact_id])))
     if not by_probe:
         for fact_id, reach in model.evidence.items():
             if fact_id in skipped or not askable(ckb, state, fact_id):

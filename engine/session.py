@@ -24,7 +24,8 @@ from .language import LANGUAGES, cause_texts, detect, pick
 from .matching import SignatureHit, SymptomMatch, match_symptoms, scan_lines
 from .memory import SOURCE_PRIORITY, FactRecord, Source
 from .plan import build_plan
-from .questions import ConsultModel, answer_options, leading_causes, rank_questions
+from .consult_model import ConsultModel
+from .questions import answer_options, leading_causes, rank_questions
 from .relevance import RELEVANCE, RelevanceIndex
 from .state import STATE_FORMAT, STATE_VERSION, read_state
 from .results import Diagnosis, EvidenceItem, How, Plan, Question, Why
@@ -81,6 +82,7 @@ class Doctor:
         saved_options = extras.get("options")
         self._options = {k: list(v) for k, v in saved_options.items()} if saved_options is not None else answer_options(self._ckb)
         self._consult: ConsultModel | None = None
+        self._lifts = extras.get("consult")
         saved = extras.get("relevance")
         self._relevance: RelevanceIndex | None = RelevanceIndex(state=saved) if saved else None
 
@@ -95,7 +97,7 @@ class Doctor:
     def consult_model(self) -> ConsultModel:
         """What question ranking needs from the KB (built on first use)."""
         if self._consult is None:
-            self._consult = ConsultModel(self._ckb, self._options)
+            self._consult = ConsultModel(self._ckb, self._options, self._lifts)
         return self._consult
 
     @property
@@ -110,16 +112,20 @@ class Doctor:
     def answer_options(self) -> Mapping[str, list[Value]]:
         return self._options
 
-    def session(self, *, lang: str | None = None) -> "Session":
+    def session(self, *, lang: str | None = None, leave_out: Iterable[str] = ()) -> "Session":
         """Start a new conversation (in ``lang``; by default the language the user writes)."""
-        return Session(self, lang=lang)
+        return Session(self, lang=lang, leave_out=leave_out)
 
 
 class Session:
     """One conversation: facts in, ranked diagnoses, questions and a fix plan out."""
 
-    def __init__(self, doctor: Doctor, *, lang: str | None = None):
+    def __init__(self, doctor: Doctor, *, lang: str | None = None, leave_out: Iterable[str] = ()):
+        """``leave_out``: incidents of the library this session must not learn from (a benchmark
+        scoring an incident leaves that incident out)."""
         self.doctor = doctor
+        self._leave_out = frozenset(leave_out)
+        self._consult: ConsultModel | None = None
         self._assertions: list[FactRecord] = []
         self._unknown: list[str] = []
         self._texts: list[str] = []
@@ -252,8 +258,18 @@ class Session:
         if fact.get("evidence"):
             self._drop_evidence(fact_id)
             text = str(value)
+            if len(text) > MAX_TEXT_CHARS:
+                raise InputTooLarge(f"answer of {len(text)} characters is over the limit of {MAX_TEXT_CHARS}")
             self._assert_checked(fact_id, text[:2000], Source("answer"))
-            self._tell(text, origin=fact_id)
+            if fact.evidence == "log":  # pasted log lines: read exactly as a log is
+                summary = LogSummary(name=f"answer to {fact_id}")
+                self._scan(text.splitlines(), summary, kind="log")
+                self._logs.append(summary)
+                if summary.lines:
+                    self._log_given(Source("log", summary.name))
+                self._changed()
+            else:
+                self._tell(text, origin=fact_id)
             return
         self._assert_checked(fact_id, value, Source("answer"))
 
@@ -333,7 +349,7 @@ class Session:
         state = self._inference()
         if kept is None or kept[0] < limit:
             keep = max(limit, _QUESTIONS_KEPT)
-            found = rank_questions(self.doctor.compiled, state, self.doctor.consult_model, skip=self._unknown,
+            found = rank_questions(self.doctor.compiled, state, self._model(), skip=self._unknown,
                                    limit=keep, by_probe=by_probe, lang=self.language)
             kept = self._ranked[by_probe] = (keep, found)
         return kept[1][:limit]
@@ -376,7 +392,7 @@ class Session:
         fact = self._fact(fact_id)
         state = self._inference()
         if fact.get("evidence"):
-            reach = self.doctor.consult_model.evidence.get(fact_id)
+            reach = self._model().evidence.get(fact_id)
             return why_evidence(self.doctor.compiled, state, fact_id, reach)
         answers = self.doctor.answer_options.get(fact_id, [])
         leading = leading_causes(self.doctor.compiled, state.certainties())
@@ -488,6 +504,11 @@ class Session:
         self._assertions.append(FactRecord(fact_id, coerced, source, certainty))
         self._changed()
 
+    def _model(self) -> ConsultModel:
+        if self._consult is None:
+            self._consult = self.doctor.consult_model.leaving_out(self._leave_out)
+        return self._consult
+
     def _changed(self) -> None:
         self._state = None
         self._ranked = {}
@@ -498,8 +519,10 @@ class Session:
 
     def _drop_evidence(self, fact_id: str) -> None:
         """Withdraw an evidence question's earlier answer: its text and what the text established."""
-        prefix = f"answer to {fact_id}: "
-        self._assertions = [a for a in self._assertions if not a.source.detail.startswith(prefix)]
+        prefix = f"answer to {fact_id}:"
+        self._assertions = [a for a in self._assertions if not (a.source.detail.startswith(prefix)
+                                                                or a.source.detail == prefix[:-1])]
+        self._logs = [log for log in self._logs if log.name != prefix[:-1]]
         keep = [i for i, origin in enumerate(self._text_origins) if origin != fact_id]
         self._texts = [self._texts[i] for i in keep]
         self._text_origins = [self._text_origins[i] for i in keep]

@@ -54,12 +54,14 @@ def _builder_sources() -> list[Path]:
     engine_dir = kb_dir.parent / "engine"
     return [kb_dir / "schema.py", kb_dir / "load.py", kb_dir / "artifact.py", kb_dir / "needles.py",
             engine_dir / "relevance.py", engine_dir / "matching.py", engine_dir / "compiled.py",
-            engine_dir / "conditions.py", engine_dir / "questions.py", engine_dir / "values.py"]
+            engine_dir / "conditions.py", engine_dir / "questions.py", engine_dir / "values.py",
+            engine_dir / "consult_model.py", engine_dir / "chaining.py", engine_dir / "certainty.py"]
 
 
 def _compile(paths: list[Path], folder: Path, key: str) -> dict[str, Any]:
     """YAML to artifact, with every condition and regex compiled once as a check."""
     from .engine.compiled import compile_kb, export_layout
+    from .engine.consult_model import incident_lifts
     from .engine.questions import answer_options
     from .engine.relevance import RelevanceIndex
 
@@ -68,6 +70,7 @@ def _compile(paths: list[Path], folder: Path, key: str) -> dict[str, Any]:
     compiled = compile_kb(kb, validate=True)
     artifact["layout"] = export_layout(compiled)
     artifact["options"] = answer_options(compiled)
+    artifact["consult"] = incident_lifts(compiled)  # what evidence questions showed in the incidents
     artifact["relevance"] = RelevanceIndex(kb).state()
     return artifact
 

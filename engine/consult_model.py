@@ -1,0 +1,250 @@
+"""What question ranking learns once per KB: the answers to simulate, which questions a fact's
+value opens, and — from the incident library — how likely a reporter is to know a fact and what
+an evidence question's answer shows for the cause it came from.
+
+From the incidents (each with its cause and a ``knows:`` map of what its reporter could tell):
+
+- **the chance of an answer** to a yes/no or choice question about fact ``F`` when ``c`` is the
+  cause: the share of ``c``'s incidents whose reporter knew ``F``, smoothed toward the share over
+  all incidents, itself smoothed toward ``1 − DONT_KNOW`` (``(k + M·p0) / (n + M)``);
+- **evidence questions**: each incident's own answer is simulated — its log lines for the log
+  question, the revealed facts it knows for the others — on top of what else it knows, and the
+  change in its cause's certainty kept (``incident_lifts``; the KB artifact stores them, so a start
+  does not recompute them). For a cause ``c``, ``r(c)`` is the smoothed share of its incidents
+  whose answer raised it (toward the pooled share over all causes the question can reach) and
+  ``s(c)`` their mean lift (toward the strongest rule the revealed facts reach). Causes without
+  incidents take the pooled values.
+
+A benchmark scoring an incident leaves it out (:meth:`ConsultModel.leaving_out`).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .certainty import combine
+from .chaining import consequences, infer
+from .compiled import CompiledKB
+from .conditions import condition_facts
+from .matching import scan_lines
+from .memory import FactRecord, Source
+from .values import Value, ValueProblem, coerce
+
+__all__ = ["ConsultModel", "EvidenceReach", "incident_lifts", "DONT_KNOW", "REVEAL_DEFAULT", "SHOWS"]
+
+#: The chance of "don't know" to a yes/no or choice question, without incidents to go by.
+DONT_KNOW = 0.3
+#: The chance an evidence question's answer shows something for a cause, without incidents.
+REVEAL_DEFAULT = 0.3
+#: A lift above this counts as "the answer showed evidence for its cause".
+SHOWS = 0.05
+#: Weight of the prior in the smoothed shares (pseudo-incidents).
+PRIOR_WEIGHT = 2.0
+_SIMULATED = Source("answer", "simulated")
+_LOG_GIVEN = "log_given"
+
+
+@dataclass(frozen=True)
+class EvidenceReach:
+    """What an evidence question's answer could show: per cause, the chance it shows evidence
+    for that cause when it is the cause (``rate``) and how far it moves it (``strength``)."""
+
+    rate: dict[str, float]
+    strength: dict[str, float]
+
+
+class ConsultModel:
+    """Computed once per Doctor (``lifts`` from the KB artifact, else simulated on first use)."""
+
+    def __init__(self, ckb: CompiledKB, options: Mapping[str, list[Value]],
+                 lifts: Mapping[str, Mapping[str, float]] | None = None):
+        kb = ckb.kb
+        self._ckb = ckb
+        self.records: dict[str, list[FactRecord]] = {}
+        for fact_id, answers in options.items():
+            fact = kb.facts[fact_id]
+            records = []
+            for answer in answers:
+                try:
+                    records.append(FactRecord(fact_id, coerce(answer, fact.type, fact.choices), _SIMULATED))
+                except ValueProblem:
+                    continue
+            self.records[fact_id] = records
+        opens: dict[str, set[str]] = defaultdict(set)
+        for fact_id, fact in kb.facts.items():
+            if fact.get("asked_when") is not None:
+                for name in condition_facts(fact.asked_when):
+                    opens[name].add(fact_id)
+        self.opens = {name: frozenset(found) for name, found in opens.items()}
+        #: Causes a fact bears on: through rules, or through the questions its value opens.
+        self.bears_on: dict[str, tuple[str, ...]] = {}
+        for fact_id in self.records:
+            causes = set(ckb.influence.get(fact_id, ()))
+            for opened in self.opens.get(fact_id, ()):
+                causes |= ckb.influence.get(opened, frozenset())
+            self.bears_on[fact_id] = tuple(sorted(causes))
+        self.moves = _raising_strength(ckb, against=True)
+        self._raising = _raising_strength(ckb)
+        incidents = kb.get("incidents") or {}
+        self._incidents = {i.id: i for i in incidents.values() if i.get("knows")}
+        self._lifts = lifts if lifts is not None else (incident_lifts(ckb) if self._incidents else {})
+        self._learn(frozenset())
+
+    def leaving_out(self, incidents: Iterable[str]) -> "ConsultModel":
+        """The same model with the given incidents left out of what it learned."""
+        left_out = frozenset(incidents)
+        if left_out == self._left_out:
+            return self
+        other = object.__new__(ConsultModel)
+        other.__dict__.update(self.__dict__)
+        other._learn(left_out)
+        return other
+
+    def _learn(self, left_out: frozenset[str]) -> None:
+        self._left_out = left_out
+        kb = self._ckb.kb
+        by_cause: dict[str, list[Any]] = defaultdict(list)
+        for incident in self._incidents.values():
+            if incident.id not in left_out and incident.cause in kb.causes:
+                by_cause[incident.cause].append(incident)
+        self._known_rates(by_cause)
+        self.evidence = {fact_id: self._reach(fact_id, by_cause) for fact_id, fact in kb.facts.items()
+                         if fact.get("evidence") and fact.question}
+
+    def _known_rates(self, by_cause: Mapping[str, list[Any]]) -> None:
+        """``known[F]``: the share of all incidents whose reporter knew ``F``; ``known_by[F][c]``:
+        the share among ``c``'s incidents, smoothed toward it."""
+        everyone = [i for found in by_cause.values() for i in found]
+        prior = 1 - DONT_KNOW
+        self.known: dict[str, float] = {}
+        self.known_by: dict[str, dict[str, float]] = {}
+        for fact_id in self.bears_on:
+            knew = sum(1 for i in everyone if fact_id in i.knows)
+            pooled = (knew + PRIOR_WEIGHT * prior) / (len(everyone) + PRIOR_WEIGHT)
+            self.known[fact_id] = pooled
+            self.known_by[fact_id] = {
+                cause: (sum(1 for i in found if fact_id in i.knows) + PRIOR_WEIGHT * pooled) / (len(found) + PRIOR_WEIGHT)
+                for cause, found in by_cause.items() if found
+            }
+
+    def _reach(self, fact_id: str, by_cause: Mapping[str, list[Any]]) -> EvidenceReach:
+        fact = self._ckb.kb.facts[fact_id]
+        revealed = set(fact.get("reveals") or ())
+        if fact.get("evidence") == "log":
+            revealed |= {name for sig in self._ckb.kb.signatures.values() for name in sig.sets}
+        static: dict[str, float] = {}
+        for name in revealed:
+            for cause, value in self._raising.get(name, {}).items():
+                static[cause] = max(static.get(cause, 0.0), value)
+        lifts = self._lifts.get(fact_id, {})
+        shown_total = tried_total = 0
+        per_cause: dict[str, tuple[int, int, float]] = {}
+        for cause in static:
+            seen = [lifts.get(i.id, 0.0) for i in by_cause.get(cause, ())]
+            shown = [v for v in seen if v > SHOWS]
+            per_cause[cause] = (len(seen), len(shown), sum(shown))
+            tried_total += len(seen)
+            shown_total += len(shown)
+        pooled = (shown_total + PRIOR_WEIGHT * REVEAL_DEFAULT) / (tried_total + PRIOR_WEIGHT)
+        rate, strength = {}, {}
+        for cause, (tried, shown, total) in per_cause.items():
+            rate[cause] = (shown + PRIOR_WEIGHT * pooled) / (tried + PRIOR_WEIGHT)
+            strength[cause] = (total + PRIOR_WEIGHT * static[cause]) / (shown + PRIOR_WEIGHT)
+        return EvidenceReach(rate, strength)
+
+
+def _raising_strength(ckb: CompiledKB, *, against: bool = False) -> dict[str, dict[str, float]]:
+    """Per fact: the strongest positive evidence per cause a rule reading it (or a fact derived
+    from it, at any depth) can give; with ``against``, the strongest evidence either way."""
+    direct: dict[str, dict[str, float]] = defaultdict(dict)
+    feeds: dict[str, set[str]] = defaultdict(set)
+    for compiled in ckb.rules:
+        for name in compiled.reads:
+            for cause, strength in compiled.evidence:
+                if strength > 0 or against:
+                    direct[name][cause] = max(direct[name].get(cause, 0.0), abs(strength))
+            feeds[name].update(compiled.rule.then.set)
+    out: dict[str, dict[str, float]] = {}
+    for start in ckb.kb.facts:
+        seen, stack, best = {start}, [start], {}
+        while stack:
+            name = stack.pop()
+            for cause, value in direct.get(name, {}).items():
+                best[cause] = max(best.get(cause, 0.0), value)
+            for nxt in feeds.get(name, ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        if best:
+            out[start] = best
+    return out
+
+
+def incident_lifts(ckb: CompiledKB) -> dict[str, dict[str, float]]:
+    """Per evidence question, per incident: how far the incident's own answer moves its cause's
+    certainty, on top of the other facts its reporter knows (pure; a few seconds for hundreds of
+    incidents, so the KB artifact keeps the result)."""
+    kb = ckb.kb
+    questions = [f for f in kb.facts.values() if f.get("evidence") and f.question]
+    out: dict[str, dict[str, float]] = {f.id: {} for f in questions}
+    for incident in (kb.get("incidents") or {}).values():
+        if not incident.get("knows") or incident.cause not in kb.causes:
+            continue
+        knows = _records(kb, incident.knows)
+        log = _log_facts(ckb, incident.get("log") or "")
+        for fact in questions:
+            revealed = set(fact.get("reveals") or ())
+            if fact.evidence == "log":
+                new = log
+            else:
+                new = {name: record for name, record in knows.items() if name in revealed}
+            if not new:
+                continue
+            base = infer(ckb, {name: r for name, r in knows.items() if name not in new})
+            before = base.certainty(incident.cause)
+            _, evidence = consequences(ckb, base, new)
+            after = before
+            for value in evidence.get(incident.cause, ()):
+                after = combine(after, value)
+            if abs(after - before) > 1e-6:
+                out[fact.id][incident.id] = round(after - before, 4)
+    return out
+
+
+def _records(kb: Any, values: Mapping[str, Any]) -> dict[str, FactRecord]:
+    out = {}
+    for name, value in values.items():
+        fact = kb.facts.get(name)
+        if fact is None:
+            continue
+        try:
+            out[name] = FactRecord(name, coerce(value, fact.type, fact.choices), _SIMULATED)
+        except ValueProblem:
+            continue
+    return out
+
+
+def _log_facts(ckb: CompiledKB, log: str) -> dict[str, FactRecord]:
+    """The facts a log sets, as the session would take them (first value of each fact wins)."""
+    if not log.strip():
+        return {}
+    kb = ckb.kb
+    out: dict[str, FactRecord] = {}
+    if _LOG_GIVEN in kb.facts:
+        out[_LOG_GIVEN] = FactRecord(_LOG_GIVEN, True, _SIMULATED)
+    for hit in scan_lines(ckb, log.splitlines()):
+        signature = kb.signatures[hit.signature]
+        for name, value in signature.sets.items():
+            if name in out or name not in kb.facts:
+                continue
+            if isinstance(value, str) and "{" in value:
+                for key, text in hit.captures.items():
+                    value = value.replace("{" + key + "}", text)
+            fact = kb.facts[name]
+            try:
+                out[name] = FactRecord(name, coerce(value, fact.type, fact.choices), _SIMULATED, signature.certainty)
+            except ValueProblem:
+                continue
+    return out
