@@ -30,8 +30,10 @@ def test_json_contract_shape():
         assert 0 <= diagnosis["confidence"] <= 1
         for fix in diagnosis["fixes"]:
             assert set(fix) >= {"id", "title", "steps", "commands"}
-    confidences = [d["confidence"] for d in out["diagnoses"]]
-    assert confidences == sorted(confidences, reverse=True)
+    # causes rules support first, each group best first; word matches alone come last
+    ranked = [(not d["supported"], -d["confidence"]) for d in out["diagnoses"]]
+    assert ranked == sorted(ranked)
+    assert out["recognised"] is True and out["lang"] == "en"
     for question in out["questions"]:
         assert {"id", "text"} <= set(question)
     assert out["facts"]["multi_node"]["value"] is True

@@ -1,0 +1,308 @@
+"""The consultation on the packaged KB: premises and implications, evidence questions, information
+gain, "not recognised", the plan's order, Chinese, and a quick run of the consultation benchmark."""
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from nccl_doctor import load_doctor
+from nccl_doctor.engine.plan import CLEAR_LEAD, LEAD_RATIO
+from nccl_doctor.engine.questions import _Beliefs, askable, fact_gain
+from nccl_doctor.kb.lint import lint_kb
+
+HAN = re.compile(r"[\u4e00-\u9fff]")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def doctor():
+    return load_doctor()
+
+
+def asked_in(session, rounds: int = 12) -> list[str]:
+    """Answer "don't know" to every question; return the ids asked, checking on the way that
+    none was already known (stated, derived or implied) and that its premise held."""
+    asked = []
+    for _ in range(rounds):
+        question = session.next_question()
+        if question is None:
+            break
+        state = session.facts()
+        assert question.id not in state, f"{question.id} is already known: {state[question.id]}"
+        assert askable(session.doctor.compiled, session._inference(), question.id), question.id
+        asked.append(question.id)
+        session.dont_know(question.id)
+    return asked
+
+
+# --------------------------------------------------------------- premises and implications
+def test_an_init_failure_settles_that_it_did_not_run_for_hours(doctor):
+    session = doctor.session()
+    session.tell("2-node training hangs at init_process_group")
+    facts = session.facts()
+    assert facts["phase"].value == "init"
+    assert facts["fails_after_long_run"].value is False
+    assert facts["fails_after_long_run"].source.detail.startswith("implies_phase")
+    assert facts["training_finished"].value is False
+    assert "fails_after_long_run" not in asked_in(session)
+
+
+def test_does_not_hang_settles_the_hang_questions(doctor):
+    session = doctor.session()
+    session.tell("two nodes, it does not hang, it crashes right away with an NCCL error")
+    assert session.facts()["symptom_hang"].value is False
+    asked = asked_in(session, 15)
+    hang_only = {"gpu_busy_while_hung", "hang_one_rank_behind", "hang_all_ranks_same_seq", "symptom_hang"}
+    assert not hang_only & set(asked), asked
+
+
+def test_one_server_settles_multi_node_and_its_questions(doctor):
+    session = doctor.session()
+    session.tell("8 GPUs in a single server, DDP hangs in the first all_reduce")
+    assert session.facts()["multi_node"].value is False
+    asked = asked_in(session, 15)
+    assert not {"multi_node", "single_node_works", "ping_works", "internode_network"} & set(asked), asked
+
+
+def test_container_questions_wait_for_a_container(doctor):
+    session = doctor.session()
+    session.tell("2-node training hangs at init")
+    state = session._inference()
+    assert not askable(doctor.compiled, state, "container_network_mode")
+    session.answer("container", "docker")
+    assert askable(doctor.compiled, session._inference(), "container_network_mode")
+    session.answer("container", "none")
+    assert not askable(doctor.compiled, session._inference(), "container_network_mode")
+
+
+def test_an_mpirun_user_is_not_asked_torch_rendezvous_questions(doctor):
+    session = doctor.session()
+    session.tell("nccl-tests all_reduce_perf launched with mpirun across 2 nodes hangs")
+    assert session.facts()["launcher"].value == "mpirun"
+    state = session._inference()
+    assert askable(doctor.compiled, state, "mpi_tcp_if_restricted")
+    for torch_only in ("master_addr_is_node0_ip", "gloo_backend_works", "set_device_local_rank"):
+        assert not askable(doctor.compiled, state, torch_only), torch_only
+    other = doctor.session()
+    other.tell("DDP on 2 nodes launched with torchrun hangs at init")
+    assert not askable(doctor.compiled, other._inference(), "mpi_tcp_if_restricted")
+
+
+def test_implications_apply_to_probe_facts_too(doctor):
+    session = doctor.session()
+    session.set_fact("launcher", "torchrun", source="probe", detail="host.env")
+    assert session.facts()["uses_torch_distributed"].value is True
+
+
+@pytest.mark.parametrize("english, chinese, fact, value", [
+    ("training hangs at init", "训练在初始化阶段卡住", "phase", "init"),
+    ("it hangs in the middle of training", "训练到一半卡住", "phase", "training"),
+    ("it hangs while saving the checkpoint", "保存检查点时卡住", "phase", "checkpoint"),
+    ("it hangs when the script exits", "训练结束后卡住不退出", "phase", "shutdown"),
+    ("it hangs after running for a long time", "运行一段时间后卡住", "fails_after_long_run", True),
+    ("two nodes, 8 GPUs each", "双机训练，每台 8 卡", "multi_node", True),
+    ("one server with 8 GPUs", "单机多卡训练", "multi_node", False),
+    ("it does not hang, it crashes", "没有卡住，直接报错", "symptom_hang", False),
+])
+def test_english_and_chinese_phrasings_are_understood_alike(doctor, english, chinese, fact, value):
+    for text in (english, chinese):
+        session = doctor.session()
+        session.tell(text)
+        assert session.facts()[fact].value == value, (text, fact)
+
+
+# --------------------------------------------------------------------- evidence questions
+def test_without_a_log_the_first_question_asks_for_evidence(doctor):
+    session = doctor.session()
+    session.tell("our job errors out during NCCL set-up")
+    question = session.next_question()
+    assert question.kind == "evidence", question.id
+
+
+def test_a_given_log_settles_the_log_question(doctor):
+    session = doctor.session()
+    session.tell("our job errors out during NCCL set-up")
+    session.add_log(["NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"], name="rank0.log")
+    assert "first_error_line" not in asked_in(session)
+
+
+def test_a_pasted_error_line_settles_it(doctor):
+    session = doctor.session()
+    session.tell("the job errors out during NCCL set-up, inside Docker")
+    session.answer("first_error_line",
+                   "misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-pZafXL to 9637892 bytes\n"
+                   "Error while creating shared memory segment /dev/shm/nccl-pZafXL (size 9637888)")
+    top = session.diagnoses()[0]
+    assert top.id == "shm_too_small" and top.confidence >= 0.8
+    assert session.plan().causes[0] == "shm_too_small"
+    session.retract("first_error_line")  # taking the answer back takes back what it showed
+    assert session.diagnoses()[0].id != "shm_too_small" or session.diagnoses()[0].confidence < 0.8
+    assert not any(log.name.startswith("answer to") for log in session.logs)
+
+
+def test_versions_answer_sets_versions(doctor):
+    session = doctor.session()
+    session.tell("multi-node training hangs")
+    session.answer("versions_text", "torch 2.1.0+cu121 cuda 12.1 nccl 2.18.1\nDriver Version: 535.104.05")
+    facts = session.facts()
+    assert facts["nccl_version"].value == "2.18.1" and facts["torch_version"].value.startswith("2.1")
+    assert "versions_text" not in asked_in(session, 3)
+
+
+def test_the_state_keeps_an_evidence_answer(doctor):
+    from nccl_doctor import Session
+
+    session = doctor.session()
+    session.tell("训练在初始化阶段卡住")
+    session.answer("first_error_line", "NCCL WARN Bootstrap : no socket interface found")
+    again = Session.from_json(doctor, session.to_json())
+    assert again.facts()["log_given"].value is True
+    assert again.language == "zh"
+    again.retract("first_error_line")
+    assert "log_given" not in again.facts()
+
+
+# ------------------------------------------------------------------------ information gain
+def test_gain_weighs_answers_by_their_chance_and_dont_know(doctor):
+    session = doctor.session()
+    session.tell("2-node training hangs at init")
+    beliefs = _Beliefs(doctor.compiled, session._inference().certainties())
+    top = session.diagnoses()[0].id
+    raises_top = [{top: 20.0}, {}]  # "yes" lifts the leader, "no" changes nothing
+    assert fact_gain(beliefs, raises_top, 0.0, {}) == 0.0  # nobody can answer: nothing to gain
+    sure = fact_gain(beliefs, raises_top, 1.0, {})
+    assert 0 < fact_gain(beliefs, raises_top, 0.5, {}) < sure
+    # a cause nobody believes in: the same lift is worth less than for the leader
+    unlikely = min(beliefs.w, key=beliefs.w.get)
+    assert fact_gain(beliefs, [{unlikely: 20.0}, {}], 1.0, {}) < sure
+
+
+def test_questions_consider_causes_beyond_the_leaders(doctor):
+    session = doctor.session()
+    session.tell("MMDetection distributed training on 4 AWS p4d nodes with EFA hangs during initialization")
+    separated = {c for q in session.questions(limit=10) for c in q.separates}
+    leaders = {d.id for d in session.diagnoses()[:8]}
+    assert separated - leaders, "only the leading causes are ever weighed"
+
+
+# ---------------------------------------------------------------------- not recognised
+@pytest.mark.parametrize("text", [
+    "the office printer jams on page 2",
+    "CUDA out of memory in my single-GPU training script",
+    "Excel crashes when I open a big file",
+])
+def test_out_of_scope_is_not_recognised(doctor, text):
+    session = doctor.session()
+    session.tell(text)
+    report = session.report()
+    assert report["recognised"] is False
+    assert all(d["confidence"] <= 0.3 for d in report["diagnoses"])
+    assert not report["plan"]["steps"] and report["plan"]["collect"]
+    assert "Not recognised" in report["plan"]["note"]
+
+
+def test_words_alone_never_make_the_plan(doctor):
+    session = doctor.session()
+    session.tell("what does NCCL_IB_GID_INDEX do in a RoCE setup, and what is memlock")
+    diagnoses = session.diagnoses()
+    word_only = {d.id for d in diagnoses if not d.supported}
+    assert word_only, "the test needs causes raised by words alone"
+    assert not word_only & set(session.plan().causes)
+    assert [d.supported for d in diagnoses] == sorted((d.supported for d in diagnoses), reverse=True)
+
+
+# ------------------------------------------------------------------------------ the plan
+def test_a_clear_leader_leads_the_plan(doctor):
+    session = doctor.session()
+    session.tell("2-node training in Docker containers hangs at init")
+    session.add_log(["Error while creating shared memory segment /dev/shm/nccl-pZafXL (size 7340384)"])
+    diagnoses = [d for d in session.diagnoses() if d.supported]
+    leader, second = diagnoses[0], diagnoses[1]
+    assert leader.confidence >= CLEAR_LEAD and leader.confidence >= LEAD_RATIO * second.confidence
+    plan = session.plan()
+    assert len(plan.causes) >= 2, "the test needs a weaker cause in the plan"
+    steps = plan.steps
+    fixes = doctor.kb.causes[leader.id].fixes
+    assert steps[0].fix in fixes and steps[0].kind == "change"  # all but certain: its fix first
+    assert any(s.kind == "check" for s in steps[:2])  # then its decisive check
+    rest = [s.value for s in steps[2:]]
+    assert rest == sorted(rest, reverse=True)  # the others by expected value
+    assert [s for s in steps if leader.id in s.for_causes][-1].number < [s for s in steps if second.id in s.for_causes][0].number
+
+
+# ------------------------------------------------------------------------------- Chinese
+def test_chinese_description_gets_chinese_questions_and_titles(doctor):
+    session = doctor.session()
+    session.tell("训练在初始化阶段卡住")
+    assert session.language == "zh"
+    questions = session.questions(limit=3)
+    assert questions and all(HAN.search(q.text) for q in questions)
+    assert all(q.texts["en"]["text"] and q.texts["zh"]["text"] for q in questions)
+    assert all(HAN.search(d.title) for d in session.diagnoses())
+    assert HAN.search(session.plan().note or "计划")
+    session.set_language("en")
+    assert not HAN.search(session.next_question().text)
+
+
+def test_lint_reports_missing_chinese_premises_and_contradictions(tmp_path):
+    (tmp_path / "kb.yaml").write_text("""
+facts:
+  - id: phase
+    type: choice
+    choices: [init, training]
+    question: When?
+    zh: {question: 什么时候？}
+    implies:
+      - {when: {fact: phase, eq: init}, set: {long_run: false}}
+  - id: long_run
+    type: bool
+    question: Long run?
+    implies:
+      - {when: {fact: long_run, eq: false}, set: {phase: training}}
+  - id: gated
+    type: bool
+    question: Gated?
+    zh: {question: 有条件的？}
+    asked_when: {fact: nowhere}
+causes:
+  - {id: c, title: C, area: network, explanation: x, fixes: [f], references: ["https://example.com"]}
+fixes:
+  - {id: f, title: F, steps: [s]}
+rules:
+  - id: r
+    when: {fact: long_run}
+    then: {evidence: [{cause: c, strength: 0.5}]}
+    examples: {fires: [{facts: {long_run: true}}], silent: [{facts: {long_run: false}}]}
+""")
+    problems = "\n".join(lint_kb(tmp_path))
+    assert "asked_when: unknown fact 'nowhere'" in problems
+    (tmp_path / "kb.yaml").write_text((tmp_path / "kb.yaml").read_text().replace("fact: nowhere", "fact: phase, eq: init"))
+    problems = "\n".join(lint_kb(tmp_path))
+    assert "[long_run]: question without Chinese text" in problems
+    assert "[c]: title without Chinese text" in problems
+    assert "contradicts" in problems and "phase" in problems
+
+
+# ------------------------------------------------------------------------- the benchmark
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_consultation", ROOT / "benchmarks" / "bench_consultation.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_consultation", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_consultation_benchmark_quick_subset(doctor):
+    """Every 8th incident: asking must beat not asking and a fixed order, and rarely hurt."""
+    bench = _bench()
+    incidents = [i for i in doctor.kb.incidents.values() if i.knows][::8]
+    assert len(incidents) >= 20
+    results = bench.run(doctor, incidents, 6)
+    engine, fixed, none = (bench.summary(results[s], 6) for s in ("engine", "fixed", "none"))
+    assert engine[0] > none[0] and engine[0] > fixed[0], (engine, fixed, none)
+    assert engine[1] <= 3
+    assert engine[3] <= 10
