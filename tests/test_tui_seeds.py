@@ -114,8 +114,9 @@ async def answer_all(pilot, oracle: dict[str, object], *, use_keys: int = 3) -> 
 
 
 async def revisit(pilot, fact_id: str) -> None:
-    """b, then move to the row of ``fact_id`` and press Enter."""
-    await pilot.press("b")
+    """b (after Escape, which leaves the words box a typed question focuses), then move to the
+    row of ``fact_id`` and press Enter."""
+    await pilot.press("escape", "b")
     await settle(pilot)
     screen = pilot.app.screen
     assert isinstance(screen, AnswersScreen)

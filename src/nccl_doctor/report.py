@@ -250,16 +250,25 @@ def session_blocks(session: Session, *, hang_lines: Sequence[str] = (), probes: 
                    brief: bool = False, title: str = "nccl-doctor report", empty_hint: str = "") -> list[Block]:
     """Everything a report on this session shows. ``brief`` is the one-shot's terminal view:
     no title, answers, transcript or fact table, and the short form of each diagnosis."""
+    from .engine.language import phrase
+
     diagnoses = session.diagnoses()
+    supported = [d for d in diagnoses if d.supported]
+    related = [d for d in diagnoses if not d.supported]  # shared words only: never the diagnosis
+    plan = session.plan()
     out: list[Block] = [] if brief else [Heading(1, title)]
-    if diagnoses and not brief:
-        out.append(Paragraph([bold("Most likely:"), Span(f" {diagnoses[0].title} ({_percent(diagnoses[0].confidence)})")]))
+    if supported and not brief:
+        out.append(Paragraph([bold("Most likely:"), Span(f" {supported[0].title} ({_percent(supported[0].confidence)})")]))
     if hang_lines:
         out += [Heading(2, "Hang analysis"), ItemList(list(hang_lines))]
     out += _probe_blocks(probes)
-    if diagnoses or not empty_hint:
-        out += diagnoses_blocks(diagnoses, brief=brief)
-        out += plan_blocks(session.plan(), {d.id: d.title for d in diagnoses})
+    if supported or not empty_hint:
+        out += diagnoses_blocks(supported, brief=brief)
+    if related:
+        out += [Heading(2, phrase("possibly_related", plan.lang)),
+                ItemList([f"{d.title} ({_percent(d.confidence)})" for d in related[:3 if brief else None]])]
+    if supported or not empty_hint or (plan.collect and (session.texts or session.logs)):
+        out += plan_blocks(plan, {d.id: d.title for d in diagnoses})
     else:
         out.append(Paragraph(empty_hint))
     out += _questions_blocks(session, limit=3)
