@@ -5,8 +5,9 @@ an evidence question's answer shows for the cause it came from.
 From the incidents (each with its cause and a ``knows:`` map of what its reporter could tell):
 
 - **the chance of an answer** to a yes/no or choice question about fact ``F`` when ``c`` is the
-  cause: the share of ``c``'s incidents whose reporter knew ``F``, smoothed toward the share over
-  all incidents, itself smoothed toward ``1 − DONT_KNOW`` (``(k + M·p0) / (n + M)``);
+  cause: the share of ``c``'s incidents whose reporter knew ``F``, smoothed toward the share among
+  incidents of all the causes ``F`` bears on (or, for a cause it does not bear on, among all
+  incidents), each smoothed toward ``1 − DONT_KNOW`` (``(k + M·p0) / (n + M)``);
 - **evidence questions**: each incident's own answer is simulated — its log lines for the log
   question, the revealed facts it knows for the others — on top of what else it knows, and the
   change in its cause's certainty kept (``incident_lifts``; the KB artifact stores them, so a start
@@ -114,18 +115,26 @@ class ConsultModel:
                          if fact.get("evidence") and fact.question}
 
     def _known_rates(self, by_cause: Mapping[str, list[Any]]) -> None:
-        """``known[F]``: the share of all incidents whose reporter knew ``F``; ``known_by[F][c]``:
-        the share among ``c``'s incidents, smoothed toward it."""
+        """``known[F]``: the share of all incidents whose reporter knew ``F`` (for causes ``F``
+        does not bear on); ``known_relevant[F]``: the share among incidents of causes it bears on
+        (a reporter tends to know what bears on the cause); ``known_by[F][c]``: the share among
+        ``c``'s incidents, smoothed toward the one of those two that applies."""
         everyone = [i for found in by_cause.values() for i in found]
         prior = 1 - DONT_KNOW
         self.known: dict[str, float] = {}
+        self.known_relevant: dict[str, float] = {}
         self.known_by: dict[str, dict[str, float]] = {}
         for fact_id in self.bears_on:
+            bears = self._ckb.influence.get(fact_id, frozenset())
             knew = sum(1 for i in everyone if fact_id in i.knows)
             pooled = (knew + PRIOR_WEIGHT * prior) / (len(everyone) + PRIOR_WEIGHT)
+            relevant = [i for c in bears for i in by_cause.get(c, ())]
+            near = (sum(1 for i in relevant if fact_id in i.knows) + PRIOR_WEIGHT * prior) / (len(relevant) + PRIOR_WEIGHT)
             self.known[fact_id] = pooled
+            self.known_relevant[fact_id] = near
             self.known_by[fact_id] = {
-                cause: (sum(1 for i in found if fact_id in i.knows) + PRIOR_WEIGHT * pooled) / (len(found) + PRIOR_WEIGHT)
+                cause: (sum(1 for i in found if fact_id in i.knows) + PRIOR_WEIGHT * (near if cause in bears else pooled))
+                / (len(found) + PRIOR_WEIGHT)
                 for cause, found in by_cause.items() if found
             }
 

@@ -176,10 +176,12 @@ class _Beliefs:
 
 
 def fact_gain(beliefs: _Beliefs, moves: list[dict[str, float]], known: float,
-              known_by: Mapping[str, float]) -> float:
+              known_by: Mapping[str, float], known_near: float | None = None) -> float:
     """Expected entropy drop of a yes/no or choice question (module docstring). ``moves`` holds,
     per answer, ``L_a(x)`` for the causes that answer moves (1 elsewhere); ``known_by[x]`` is
-    ``1 − d`` when ``x`` is the cause (``known`` for causes without a figure of their own)."""
+    ``1 − d`` when ``x`` is the cause; a cause without a figure of its own takes ``known_near``
+    when the answer moves it, ``known`` when not."""
+    near = known if known_near is None else known_near
     n = len(moves)
     if n == 0:
         return 0.0
@@ -189,7 +191,7 @@ def fact_gain(beliefs: _Beliefs, moves: list[dict[str, float]], known: float,
     gain = 0.0
     for move in moves:
         likely = known * unmoved / n + sum(
-            beliefs.w.get(x, 0.0) * known_by.get(x, known) * move.get(x, 1.0) / norm[x] for x in moved)
+            beliefs.w.get(x, 0.0) * known_by.get(x, near) * move.get(x, 1.0) / norm[x] for x in moved)
         gain += likely / beliefs.total * (beliefs.entropy - beliefs.entropy_with(move))
     return gain
 
@@ -305,7 +307,8 @@ def rank_questions(
                     if abs(after - now) > 1e-9:
                         move[cause] = math.exp(SHARPNESS * _clamp(after - now, 2.0))
                 moves.append(move)
-        gain = fact_gain(beliefs, moves, model.known.get(fact_id, 1.0), model.known_by.get(fact_id, {}))
+        gain = fact_gain(beliefs, moves, model.known.get(fact_id, 1.0), model.known_by.get(fact_id, {}),
+                         model.known_relevant.get(fact_id))
         separates = _separates(moves)
         if gain < MIN_GAIN and relevance < MIN_RELEVANCE:
             continue
