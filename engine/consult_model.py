@@ -86,8 +86,7 @@ class ConsultModel:
             for opened in self.opens.get(fact_id, ()):
                 causes |= ckb.influence.get(opened, frozenset())
             self.bears_on[fact_id] = tuple(sorted(causes))
-        self.moves = _raising_strength(ckb, against=True)
-        self._raising = _raising_strength(ckb)
+        self.moves, self._raising = _strengths(ckb)
         incidents = kb.get("incidents") or {}
         self._incidents = {i.id: i for i in incidents.values() if i.get("knows")}
         self._lifts = lifts if lifts is not None else (incident_lifts(ckb) if self._incidents else {})
@@ -117,26 +116,34 @@ class ConsultModel:
     def _known_rates(self, by_cause: Mapping[str, list[Any]]) -> None:
         """``known[F]``: the share of all incidents whose reporter knew ``F`` (for causes ``F``
         does not bear on); ``known_relevant[F]``: the share among incidents of causes it bears on
-        (a reporter tends to know what bears on the cause); ``known_by[F][c]``: the share among
-        ``c``'s incidents, smoothed toward the one of those two that applies."""
-        everyone = [i for found in by_cause.values() for i in found]
+        (a reporter tends to know what bears on the cause); :meth:`known_given` per cause."""
         prior = 1 - DONT_KNOW
+        self._per_cause = {cause: len(found) for cause, found in by_cause.items() if found}
+        self._knew: dict[str, dict[str, int]] = defaultdict(dict)  # fact -> cause -> incidents that knew it
+        for cause, found in by_cause.items():
+            for incident in found:
+                for name in incident.knows:
+                    self._knew[name][cause] = self._knew[name].get(cause, 0) + 1
+        everyone = sum(self._per_cause.values())
         self.known: dict[str, float] = {}
         self.known_relevant: dict[str, float] = {}
-        self.known_by: dict[str, dict[str, float]] = {}
         for fact_id in self.bears_on:
+            knew = self._knew.get(fact_id, {})
             bears = self._ckb.influence.get(fact_id, frozenset())
-            knew = sum(1 for i in everyone if fact_id in i.knows)
-            pooled = (knew + PRIOR_WEIGHT * prior) / (len(everyone) + PRIOR_WEIGHT)
-            relevant = [i for c in bears for i in by_cause.get(c, ())]
-            near = (sum(1 for i in relevant if fact_id in i.knows) + PRIOR_WEIGHT * prior) / (len(relevant) + PRIOR_WEIGHT)
-            self.known[fact_id] = pooled
-            self.known_relevant[fact_id] = near
-            self.known_by[fact_id] = {
-                cause: (sum(1 for i in found if fact_id in i.knows) + PRIOR_WEIGHT * (near if cause in bears else pooled))
-                / (len(found) + PRIOR_WEIGHT)
-                for cause, found in by_cause.items() if found
-            }
+            near_n = sum(self._per_cause.get(c, 0) for c in bears)
+            near_k = sum(knew.get(c, 0) for c in bears)
+            self.known[fact_id] = (sum(knew.values()) + PRIOR_WEIGHT * prior) / (everyone + PRIOR_WEIGHT)
+            self.known_relevant[fact_id] = (near_k + PRIOR_WEIGHT * prior) / (near_n + PRIOR_WEIGHT)
+
+    def known_given(self, fact_id: str, cause: str, moved: bool) -> float:
+        """The chance a reporter of ``cause`` knows ``fact_id``: the share of its incidents that
+        did, smoothed toward ``known_relevant`` when the fact bears on it (``moved``), else
+        toward ``known``."""
+        base = (self.known_relevant if moved else self.known).get(fact_id, 1 - DONT_KNOW)
+        seen = self._per_cause.get(cause, 0)
+        if not seen:
+            return base
+        return (self._knew.get(fact_id, {}).get(cause, 0) + PRIOR_WEIGHT * base) / (seen + PRIOR_WEIGHT)
 
     def _reach(self, fact_id: str, by_cause: Mapping[str, list[Any]]) -> EvidenceReach:
         fact = self._ckb.kb.facts[fact_id]
@@ -164,31 +171,40 @@ class ConsultModel:
         return EvidenceReach(rate, strength)
 
 
-def _raising_strength(ckb: CompiledKB, *, against: bool = False) -> dict[str, dict[str, float]]:
-    """Per fact: the strongest positive evidence per cause a rule reading it (or a fact derived
-    from it, at any depth) can give; with ``against``, the strongest evidence either way."""
-    direct: dict[str, dict[str, float]] = defaultdict(dict)
+def _strengths(ckb: CompiledKB) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Per fact, per cause: the strongest evidence a rule reading the fact (or a fact derived from
+    it, at any depth) can give — either way, and for it only."""
+    either: dict[str, dict[str, float]] = defaultdict(dict)
+    raising: dict[str, dict[str, float]] = defaultdict(dict)
     feeds: dict[str, set[str]] = defaultdict(set)
     for compiled in ckb.rules:
         for name in compiled.reads:
             for cause, strength in compiled.evidence:
-                if strength > 0 or against:
-                    direct[name][cause] = max(direct[name].get(cause, 0.0), abs(strength))
-            feeds[name].update(compiled.rule.then.set)
-    out: dict[str, dict[str, float]] = {}
+                either[name][cause] = max(either[name].get(cause, 0.0), abs(strength))
+                if strength > 0:
+                    raising[name][cause] = max(raising[name].get(cause, 0.0), strength)
+            feeds[name].update(name for name, _ in compiled.sets)
+    out_either: dict[str, dict[str, float]] = {}
+    out_raising: dict[str, dict[str, float]] = {}
     for start in ckb.kb.facts:
-        seen, stack, best = {start}, [start], {}
+        seen, stack, best, up = {start}, [start], {}, {}
         while stack:
             name = stack.pop()
-            for cause, value in direct.get(name, {}).items():
-                best[cause] = max(best.get(cause, 0.0), value)
+            for cause, value in either.get(name, {}).items():
+                if value > best.get(cause, 0.0):
+                    best[cause] = value
+            for cause, value in raising.get(name, {}).items():
+                if value > up.get(cause, 0.0):
+                    up[cause] = value
             for nxt in feeds.get(name, ()):
                 if nxt not in seen:
                     seen.add(nxt)
                     stack.append(nxt)
         if best:
-            out[start] = best
-    return out
+            out_either[start] = best
+        if up:
+            out_raising[start] = up
+    return out_either, out_raising
 
 
 def incident_lifts(ckb: CompiledKB) -> dict[str, dict[str, float]]:

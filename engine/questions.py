@@ -44,7 +44,7 @@ is, nothing useful is left to ask.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -175,23 +175,23 @@ class _Beliefs:
         return sum(self.w.get(c, 0.0) for c in causes) / self.total
 
 
-def fact_gain(beliefs: _Beliefs, moves: list[dict[str, float]], known: float,
-              known_by: Mapping[str, float], known_near: float | None = None) -> float:
+def fact_gain(beliefs: _Beliefs, moves: list[dict[str, float]],
+              known: Callable[[str, bool], float] | None = None) -> float:
     """Expected entropy drop of a yes/no or choice question (module docstring). ``moves`` holds,
-    per answer, ``L_a(x)`` for the causes that answer moves (1 elsewhere); ``known_by[x]`` is
-    ``1 − d`` when ``x`` is the cause; a cause without a figure of its own takes ``known_near``
-    when the answer moves it, ``known`` when not."""
-    near = known if known_near is None else known_near
+    per answer, ``L_a(x)`` for the causes that answer moves (1 elsewhere); ``known(x, moved)``
+    is ``1 − d`` when ``x`` is the cause (always 1 when not given); the causes no answer moves
+    share ``known(None, False)``."""
     n = len(moves)
     if n == 0:
         return 0.0
+    known = known or (lambda cause, moved: 1.0)
     moved = set().union(*moves)
     norm = {x: sum(m.get(x, 1.0) for m in moves) for x in moved}
-    unmoved = beliefs.total - sum(beliefs.w.get(x, 0.0) for x in moved)
+    chance = {x: known(x, True) for x in moved}
+    unmoved = (beliefs.total - sum(beliefs.w.get(x, 0.0) for x in moved)) * known(None, False)
     gain = 0.0
     for move in moves:
-        likely = known * unmoved / n + sum(
-            beliefs.w.get(x, 0.0) * known_by.get(x, near) * move.get(x, 1.0) / norm[x] for x in moved)
+        likely = unmoved / n + sum(beliefs.w.get(x, 0.0) * chance[x] * move.get(x, 1.0) / norm[x] for x in moved)
         gain += likely / beliefs.total * (beliefs.entropy - beliefs.entropy_with(move))
     return gain
 
@@ -307,8 +307,7 @@ def rank_questions(
                     if abs(after - now) > 1e-9:
                         move[cause] = math.exp(SHARPNESS * _clamp(after - now, 2.0))
                 moves.append(move)
-        gain = fact_gain(beliefs, moves, model.known.get(fact_id, 1.0), model.known_by.get(fact_id, {}),
-                         model.known_relevant.get(fact_id))
+        gain = fact_gain(beliefs, moves, lambda cause, moved, f=fact_id: model.known_given(f, cause, moved))
         separates = _separates(moves)
         if gain < MIN_GAIN and relevance < MIN_RELEVANCE:
             continue

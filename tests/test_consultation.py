@@ -173,12 +173,17 @@ def test_gain_weighs_answers_by_their_chance_and_dont_know(doctor):
     beliefs = _Beliefs(doctor.compiled, session._inference().certainties())
     top = session.diagnoses()[0].id
     raises_top = [{top: 20.0}, {}]  # "yes" lifts the leader, "no" changes nothing
-    assert fact_gain(beliefs, raises_top, 0.0, {}) == 0.0  # nobody can answer: nothing to gain
-    sure = fact_gain(beliefs, raises_top, 1.0, {})
-    assert 0 < fact_gain(beliefs, raises_top, 0.5, {}) < sure
+    def always(share):
+        return lambda cause, moved: share
+
+    assert fact_gain(beliefs, raises_top, always(0.0)) == 0.0  # nobody can answer: nothing to gain
+    sure = fact_gain(beliefs, raises_top, always(1.0))
+    assert 0 < fact_gain(beliefs, raises_top, always(0.5)) < sure
+    # "don't know" likelier under the leader than elsewhere: the answer is worth less
+    assert fact_gain(beliefs, raises_top, lambda cause, moved: 0.2 if cause == top else 1.0) < sure
     # a cause nobody believes in: the same lift is worth less than for the leader
     unlikely = min(beliefs.w, key=beliefs.w.get)
-    assert fact_gain(beliefs, [{unlikely: 20.0}, {}], 1.0, {}) < sure
+    assert fact_gain(beliefs, [{unlikely: 20.0}, {}], always(1.0)) < sure
 
 
 def test_questions_consider_causes_beyond_the_leaders(doctor):
