@@ -38,7 +38,9 @@ def _where(kb: KnowledgeBase, section: str, item: str) -> str:
 
 
 def _settable_facts(kb: KnowledgeBase) -> set[str]:
-    out: set[str] = {"log_given"}  # the session sets it when log lines arrive
+    from ..engine.session import LOG_GIVEN
+
+    out: set[str] = {LOG_GIVEN}  # the session sets it when log lines arrive
     for fact in kb.facts.values():
         if fact.question or fact.probes:
             out.add(fact.id)
