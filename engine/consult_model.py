@@ -33,7 +33,7 @@ from .matching import scan_lines
 from .memory import FactRecord, Source
 from .values import Value, ValueProblem, coerce
 
-__all__ = ["ConsultModel", "EvidenceReach", "incident_lifts", "DONT_KNOW", "REVEAL_DEFAULT", "SHOWS"]
+__all__ = ["ConsultModel", "EvidenceReach", "incident_lifts", "artifact_part", "DONT_KNOW", "REVEAL_DEFAULT", "SHOWS"]
 
 #: The chance of "don't know" to a yes/no or choice question, without incidents to go by.
 DONT_KNOW = 0.3
@@ -60,7 +60,8 @@ class ConsultModel:
     """Computed once per Doctor (``lifts`` from the KB artifact, else simulated on first use)."""
 
     def __init__(self, ckb: CompiledKB, options: Mapping[str, list[Value]],
-                 lifts: Mapping[str, Mapping[str, float]] | None = None):
+                 saved: Mapping[str, Any] | None = None):
+        """``saved``: :func:`artifact_part` of this KB, as the KB artifact keeps it."""
         kb = ckb.kb
         self._ckb = ckb
         self.records: dict[str, list[FactRecord]] = {}
@@ -86,10 +87,13 @@ class ConsultModel:
             for opened in self.opens.get(fact_id, ()):
                 causes |= ckb.influence.get(opened, frozenset())
             self.bears_on[fact_id] = tuple(sorted(causes))
-        self.moves, self._raising = _strengths(ckb)
         incidents = kb.get("incidents") or {}
         self._incidents = {i.id: i for i in incidents.values() if i.get("knows")}
-        self._lifts = lifts if lifts is not None else (incident_lifts(ckb) if self._incidents else {})
+        if saved is not None:
+            self.moves, self._raising, self._lifts = saved["either"], saved["raising"], saved["lifts"]
+        else:
+            self.moves, self._raising = _strengths(ckb)
+            self._lifts = incident_lifts(ckb) if self._incidents else {}
         self._learn(frozenset())
 
     def leaving_out(self, incidents: Iterable[str]) -> "ConsultModel":
@@ -205,6 +209,12 @@ def _strengths(ckb: CompiledKB) -> tuple[dict[str, dict[str, float]], dict[str, 
         if up:
             out_raising[start] = up
     return out_either, out_raising
+
+
+def artifact_part(ckb: CompiledKB) -> dict[str, Any]:
+    """What the KB artifact keeps for the model, so a start does not recompute it."""
+    either, raising = _strengths(ckb)
+    return {"either": either, "raising": raising, "lifts": incident_lifts(ckb)}
 
 
 def incident_lifts(ckb: CompiledKB) -> dict[str, dict[str, float]]:

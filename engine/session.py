@@ -82,7 +82,7 @@ class Doctor:
         saved_options = extras.get("options")
         self._options = {k: list(v) for k, v in saved_options.items()} if saved_options is not None else answer_options(self._ckb)
         self._consult: ConsultModel | None = None
-        self._lifts = extras.get("consult")
+        self._consult_saved = extras.get("consult")
         saved = extras.get("relevance")
         self._relevance: RelevanceIndex | None = RelevanceIndex(state=saved) if saved else None
 
@@ -97,7 +97,7 @@ class Doctor:
     def consult_model(self) -> ConsultModel:
         """What question ranking needs from the KB (built on first use)."""
         if self._consult is None:
-            self._consult = ConsultModel(self._ckb, self._options, self._lifts)
+            self._consult = ConsultModel(self._ckb, self._options, self._consult_saved)
         return self._consult
 
     @property

@@ -61,7 +61,7 @@ def _builder_sources() -> list[Path]:
 def _compile(paths: list[Path], folder: Path, key: str) -> dict[str, Any]:
     """YAML to artifact, with every condition and regex compiled once as a check."""
     from .engine.compiled import compile_kb, export_layout
-    from .engine.consult_model import incident_lifts
+    from .engine.consult_model import artifact_part
     from .engine.questions import answer_options
     from .engine.relevance import RelevanceIndex
 
@@ -70,7 +70,7 @@ def _compile(paths: list[Path], folder: Path, key: str) -> dict[str, Any]:
     compiled = compile_kb(kb, validate=True)
     artifact["layout"] = export_layout(compiled)
     artifact["options"] = answer_options(compiled)
-    artifact["consult"] = incident_lifts(compiled)  # what evidence questions showed in the incidents
+    artifact["consult"] = artifact_part(compiled)  # question statistics, incl. what evidence questions showed
     artifact["relevance"] = RelevanceIndex(kb).state()
     return artifact
 
