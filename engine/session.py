@@ -261,13 +261,8 @@ class Session:
             if len(text) > MAX_TEXT_CHARS:
                 raise InputTooLarge(f"answer of {len(text)} characters is over the limit of {MAX_TEXT_CHARS}")
             self._assert_checked(fact_id, text[:2000], Source("answer"))
-            if fact.evidence == "log":  # pasted log lines: read exactly as a log is
-                summary = LogSummary(name=f"answer to {fact_id}")
-                self._scan(text.splitlines(), summary, kind="log")
-                self._logs.append(summary)
-                if summary.lines:
-                    self._log_given(Source("log", summary.name))
-                self._changed()
+            if fact.evidence == "log":  # pasted log lines: read exactly as an uploaded log is
+                self._read_pasted_log(text, f"answer to {fact_id}")
             else:
                 self._tell(text, origin=fact_id)
             return
@@ -502,6 +497,23 @@ class Session:
         if not 0 < certainty <= 1:
             raise SessionError(f"certainty must be in (0, 1], got {certainty}")
         self._assertions.append(FactRecord(fact_id, coerced, source, certainty))
+        self._changed()
+
+    def _read_pasted_log(self, text: str, name: str) -> None:
+        """Log lines given as an answer go the way every log goes (``nccl_doctor.ingest``:
+        the same reader, signatures and hang forensics); the engine's own scan stands in where
+        the package around the engine is not there."""
+        try:
+            from ..ingest import ingest_text
+        except ImportError:  # the engine used on its own
+            summary = LogSummary(name=name)
+            self._scan(text.splitlines(), summary, kind="log")
+            self._logs.append(summary)
+            if summary.lines:
+                self._log_given(Source("log", name))
+            self._changed()
+            return
+        ingest_text(self, text, name=name)
         self._changed()
 
     def _model(self) -> ConsultModel:
