@@ -279,3 +279,44 @@ def test_a_kb_without_incidents_gives_no_case_based_evidence(tmp_path):
     session.tell("two machines hang at init_process_group")
     assert session.similar() == [] and session.report()["similar"] == []
     assert sum(doctor.compiled.priors.values()) == pytest.approx(1.0)
+
+
+# ------------------------------------------------------------------ front ends
+
+def test_markdown_report_links_the_similar_incidents(doctor):
+    from nccl_doctor.report import session_markdown
+
+    session = doctor.session()
+    session.tell("Training inside a docker container crashes at start with a bus error")
+    for redact in (False, True):
+        text = session_markdown(session, redact=redact)
+        section = text[text.index("## Similar reported incidents"):]
+        first = section.splitlines()[2]
+        assert first.startswith("- Docker's default 64 MB /dev/shm was too small; a larger --shm-size fixed it. — ")
+        assert "`shm_small`" in first and first.endswith("alike: <https://example.org/issues/1>")
+
+
+def test_markdown_report_without_similar_incidents_has_no_section(doctor):
+    from nccl_doctor.report import session_markdown
+
+    session = doctor.session()
+    session.tell("hello")
+    assert "Similar reported incidents" not in session_markdown(session)
+
+
+def test_one_shot_json_has_similar(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    folder = _kb_folder(tmp_path / "kb")
+    done = subprocess.run(
+        [sys.executable, "-m", "nccl_doctor.cli", "--symptom", "two machines hang at init_process_group, ping works",
+         "--json", "--no-probes"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "NCCL_DOCTOR_KB": str(folder), "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    similar = json.loads(done.stdout)["similar"]
+    assert [i["cause"] for i in similar[:2]] == ["wrong_nic", "wrong_nic"]
+    assert {"source", "summary", "cause", "score"} <= set(similar[0])
+    assert similar[0]["source"].startswith("https://example.org/issues/")
