@@ -202,13 +202,13 @@ class IncidentIndex:
                 out[incident_id] = dot / (norm * self._norms[incident_id])
         return out
 
-    def similar(self, profile: Profile, exclude: Collection[str] = (), limit: int = TOP) -> list[SimilarIncident]:
-        """The most similar incidents at or above :data:`MIN_SIMILARITY`, best first."""
+    def similar(self, profile: Profile, exclude: Collection[str] = (), limit: int | None = None) -> list[SimilarIncident]:
+        """The most similar incidents at or above :data:`MIN_SIMILARITY`, best first (at most
+        ``limit``, :data:`TOP` by default)."""
         scored = self.scores(profile, exclude)
-        ranked = sorted((s, i) for i, s in scored.items() if s >= MIN_SIMILARITY)
-        ranked.sort(key=lambda item: (-item[0], item[1]))
+        ranked = sorted(((s, i) for i, s in scored.items() if s >= MIN_SIMILARITY), key=lambda item: (-item[0], item[1]))
         out = []
-        for score, incident_id in ranked[:limit]:
+        for score, incident_id in ranked[:TOP if limit is None else limit]:
             incident = self._incidents[incident_id]
             out.append(SimilarIncident(incident_id, incident.source, incident.summary, incident.cause, min(score, 1.0)))
         return out

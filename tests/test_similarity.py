@@ -320,3 +320,20 @@ def test_one_shot_json_has_similar(tmp_path):
     assert [i["cause"] for i in similar[:2]] == ["wrong_nic", "wrong_nic"]
     assert {"source", "summary", "cause", "score"} <= set(similar[0])
     assert similar[0]["source"].startswith("https://example.org/issues/")
+
+
+def test_facts_and_fired_rules_do_not_read_the_library(tmp_path, monkeypatch):
+    """Lint and the example tests only need facts and fired rules: no incident is profiled."""
+    folder = _kb_folder(tmp_path)
+    doctor = Doctor(load_files(kb_files(folder), folder))
+
+    def no_profiles(*args, **kwargs):
+        raise AssertionError("incident profiles computed")
+
+    monkeypatch.setattr(session_module, "incident_profile", no_profiles)
+    session = doctor.session()
+    session.add_log(["Error while creating shared memory segment /dev/shm/nccl-x"])
+    assert session.facts()["shm_error"].value is True
+    assert "shm_error_means_shm" in session.fired_rules()
+    with pytest.raises(AssertionError, match="incident profiles computed"):
+        session.diagnoses()
