@@ -22,7 +22,9 @@ the opposite sign. Features the library never uses do not count; an incident sha
 
 **Evidence.** The :data:`TOP` most similar incidents at or above :data:`MIN_SIMILARITY` are the
 session's *similar incidents* (front ends show them with their links). Each similar incident
-votes for its cause with ``min(1, similarity / FULL)``, votes for one cause combine like
+votes for its cause with ``(similarity − MIN_SIMILARITY) / (FULL − MIN_SIMILARITY)``, at most 1
+(on the library, how often the nearest incident has the right cause grows about linearly with its
+similarity, from a quarter near the threshold to nearly always above ``FULL``); votes for one cause combine like
 certainty factors (``a + b·(1 − a)``), and the cause gets :data:`WEIGHT` times the result as
 evidence under the pseudo-rule :data:`SIMILAR`. So case-based evidence for a cause never
 exceeds ``WEIGHT`` (0.2): a fired rule of ordinary strength outweighs it, and it is never the
@@ -220,6 +222,12 @@ def evidence(similar: Iterable[SimilarIncident]) -> dict[str, tuple[float, tuple
     for incident in similar:
         by_cause.setdefault(incident.cause, []).append(incident)
     return {
-        cause: (round(WEIGHT * combine_all(min(1.0, i.score / FULL) for i in found), 4), tuple(found))
+        cause: (round(WEIGHT * combine_all(vote(i.score) for i in found), 4), tuple(found))
         for cause, found in by_cause.items()
     }
+
+
+def vote(score: float) -> float:
+    """How much one similar incident counts for its cause: 0 at :data:`MIN_SIMILARITY`, rising
+    linearly to 1 at :data:`FULL`."""
+    return max(0.0, min(1.0, (score - MIN_SIMILARITY) / (FULL - MIN_SIMILARITY)))
