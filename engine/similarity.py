@@ -93,13 +93,6 @@ class Profile:
     signatures: frozenset[str]
     facts: Mapping[str, str]  # fact name -> feature (name=value)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"words": dict(self.words), "signatures": sorted(self.signatures), "facts": dict(self.facts)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Profile":
-        return cls(dict(data["words"]), frozenset(data["signatures"]), dict(data["facts"]))
-
     @classmethod
     def of(cls, texts: Iterable[str], signatures: Iterable[str], facts: Mapping[str, object]) -> "Profile":
         return cls(words("\n".join(texts)), frozenset(signatures),
@@ -128,50 +121,62 @@ def similar_text(incidents: Iterable[SimilarIncident]) -> str:
 
 
 class IncidentIndex:
-    """The library's profiles with their feature weights, scored against a session's profile."""
+    """The library's incidents as weighed feature vectors, scored against a session's profile.
+
+    Built from the incidents' profiles when the KB artifact is compiled; :meth:`state` keeps the
+    weights and vectors themselves, so a start only reads them (the inverse document
+    frequencies count every incident, including any a session leaves out: they describe the
+    vocabulary, not the causes).
+    """
 
     def __init__(self, profiles: Mapping[str, Profile], incidents: Mapping[str, Any]):
         """``profiles`` by incident id; ``incidents`` the KB's incident records (source, summary, cause)."""
         self._incidents = incidents
-        self._profiles = dict(profiles)
-        n = len(self._profiles)
+        n = len(profiles)
         df_words: Counter[str] = Counter()
         df_sigs: Counter[str] = Counter()
         df_facts: Counter[str] = Counter()
-        for profile in self._profiles.values():
+        for profile in profiles.values():
             df_words.update(profile.words.keys())
             df_sigs.update(profile.signatures)
             df_facts.update(profile.facts.values())
 
         def idf(df: Counter[str], weight: float) -> dict[str, float]:
-            return {k: weight * (1 + math.log((n + 1) / (v + 1))) for k, v in df.items()}
+            return {k: round(weight * (1 + math.log((n + 1) / (v + 1))), 4) for k, v in df.items()}
 
         self._idf_words, self._idf_sigs, self._idf_facts = (
             idf(df_words, W_WORDS), idf(df_sigs, W_SIGNATURES), idf(df_facts, W_FACTS))
-        self._vectors = {i: self._vector(p) for i, p in self._profiles.items()}
+        self._vectors = {i: self._vector(p) for i, p in profiles.items()}
+        self._facts = {i: dict(p.facts) for i, p in profiles.items()}
         self._norms = {i: math.sqrt(sum(w * w for w in v.values())) for i, v in self._vectors.items()}
 
     def __len__(self) -> int:
-        return len(self._profiles)
+        return len(self._vectors)
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any], incidents: Mapping[str, Any]) -> "IncidentIndex":
-        """Rebuild from :meth:`state` (the KB artifact keeps it)."""
-        return cls({i: Profile.from_dict(p) for i, p in state["profiles"].items() if i in incidents}, incidents)
+        """The index :meth:`state` describes (the KB artifact keeps it); nothing is recomputed."""
+        index = cls.__new__(cls)
+        index._incidents = incidents
+        index._idf_words, index._idf_sigs, index._idf_facts = (
+            state["idf"]["words"], state["idf"]["signatures"], state["idf"]["facts"])
+        kept = [i for i in state["vectors"] if i in incidents]
+        index._vectors = {i: state["vectors"][i] for i in kept}
+        index._facts = {i: state["facts"][i] for i in kept}
+        index._norms = {i: state["norms"][i] for i in kept}
+        return index
 
     def state(self) -> dict[str, Any]:
         """Plain data from which :meth:`from_state` rebuilds this index."""
-        return {"profiles": {i: p.to_dict() for i, p in self._profiles.items()}}
-
-    def profile(self, incident_id: str) -> Profile:
-        return self._profiles[incident_id]
+        return {"idf": {"words": self._idf_words, "signatures": self._idf_sigs, "facts": self._idf_facts},
+                "vectors": self._vectors, "facts": self._facts, "norms": self._norms}
 
     def _vector(self, profile: Profile) -> dict[str, float]:
         """Feature -> weight; features the library does not use are left out."""
         vector: dict[str, float] = {}
         for term, count in profile.words.items():
             if term in self._idf_words:
-                vector["w:" + term] = (1 + math.log(count)) * self._idf_words[term]
+                vector["w:" + term] = round((1 + math.log(count)) * self._idf_words[term], 4)
         for sig in profile.signatures:
             if sig in self._idf_sigs:
                 vector["s:" + sig] = self._idf_sigs[sig]
@@ -195,7 +200,7 @@ class IncidentIndex:
                 continue
             dot = sum(query[k] * vector[k] for k in shared)
             if CONFLICT:
-                theirs = self._profiles[incident_id].facts
+                theirs = self._facts[incident_id]
                 for name, feature in profile.facts.items():
                     other = theirs.get(name)
                     if other is not None and other != feature:

@@ -258,9 +258,9 @@ def test_profiles_are_kept_in_the_artifact_and_not_rebuilt_at_start(tmp_path, mo
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("NCCL_DOCTOR_NO_CACHE", raising=False)
     kb, extras = knowledge.load_knowledge(folder)
-    assert set(extras["similarity"]["profiles"]) == set(kb.incidents)
-    profile = extras["similarity"]["profiles"]["shm-docker-bus-error"]
-    assert "shm_segment" in profile["signatures"] and profile["facts"]["container"] == "container=docker"
+    assert set(extras["similarity"]["vectors"]) == set(kb.incidents)
+    assert "s:shm_segment" in extras["similarity"]["vectors"]["shm-docker-bus-error"]
+    assert extras["similarity"]["facts"]["shm-docker-bus-error"]["container"] == "container=docker"
 
     def no_rescan(*args, **kwargs):
         raise AssertionError("incident profiles recomputed at start")
@@ -270,6 +270,10 @@ def test_profiles_are_kept_in_the_artifact_and_not_rebuilt_at_start(tmp_path, mo
     session = Doctor(kb, extras=extras).session()
     session.tell("docker container, bus error at start")
     assert session.similar()[0].id == "shm-docker-bus-error"
+    monkeypatch.undo()
+    fresh = Doctor(kb).session()
+    fresh.tell("docker container, bus error at start")
+    assert fresh.similar() == session.similar()
 
 
 def test_a_kb_without_incidents_gives_no_case_based_evidence(tmp_path):
