@@ -219,6 +219,7 @@ def _from_layout(kb: KnowledgeBase, layout: dict, symptom_needles: dict) -> Comp
         unless_regexes=LazyRegexes(unless_sources),
         influence={fact: frozenset(influence.get(fact, ())) for fact in kb.facts},
         premises={f.id: _LazyPredicate(f.asked_when, kb.facts) for f in kb.facts.values() if f.get("asked_when") is not None},
+        priors=library_priors(kb.causes, kb.get("incidents", {})),
     )
 
 

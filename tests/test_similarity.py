@@ -270,10 +270,13 @@ def test_profiles_are_kept_in_the_artifact_and_not_rebuilt_at_start(tmp_path, mo
     session = Doctor(kb, extras=extras).session()
     session.tell("docker container, bus error at start")
     assert session.similar()[0].id == "shm-docker-bus-error"
+    session.questions()
     monkeypatch.undo()
     fresh = Doctor(kb).session()
     fresh.tell("docker container, bus error at start")
     assert fresh.similar() == session.similar()
+    assert session.doctor.compiled.priors == fresh.doctor.compiled.priors
+    assert set(session.doctor.compiled.priors) == set(kb.causes)
 
 
 def test_a_kb_without_incidents_gives_no_case_based_evidence(tmp_path):
