@@ -195,7 +195,8 @@ class IncidentIndex:
         for incident_id, vector in self._vectors.items():
             if incident_id in exclude or self._incidents[incident_id].source in exclude:
                 continue
-            shared = [k for k in query if k in vector]
+            small, large = (query, vector) if len(query) <= len(vector) else (vector, query)
+            shared = [k for k in small if k in large]
             if len(shared) < MIN_SHARED:
                 continue
             dot = sum(query[k] * vector[k] for k in shared)
