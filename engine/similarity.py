@@ -52,11 +52,11 @@ WEIGHT = 0.2
 #: How many of the most similar incidents count (and are shown).
 TOP = 5
 #: Below this similarity an incident is not similar.
-MIN_SIMILARITY = 0.12
+MIN_SIMILARITY = 0.15
 #: An incident this similar or more casts a full vote for its cause.
 FULL = 0.5
 #: Weights of the three feature sets.
-W_WORDS, W_SIGNATURES, W_FACTS = 1.0, 1.0, 0.5
+W_WORDS, W_SIGNATURES, W_FACTS = 0.5, 1.0, 2.0
 #: How much a fact known with different values counts against a match.
 CONFLICT = 0.5
 #: An incident shares at least this many features with the session to be similar at all.

@@ -148,11 +148,13 @@ def test_a_log_signature_alone_finds_incidents_that_hit_it(doctor):
 def test_a_fired_rule_outweighs_any_number_of_similar_incidents(doctor):
     """Words that read like the wrong-NIC reports, and a log line a rule reads as /dev/shm."""
     session = doctor.session()
-    session.tell("two machines, training hangs at init_process_group, the hosts ping each other; "
-                 "a VPN client is installed on both")
+    for incident in ("nic-two-hosts-hang", "nic-vpn-interface"):
+        session.tell(doctor.kb.incidents[incident].reporter)
+    session.set_fact("multi_node", True)
     session.add_log(["NCCL WARN Error while creating shared memory segment /dev/shm/nccl-a (size 4)"])
     by_id = {d.id: d for d in session.diagnoses()}
-    assert sum(e.strength for e in by_id["wrong_nic"].evidence if e.rule == SIMILAR) <= WEIGHT
+    [case_based] = [e for e in by_id["wrong_nic"].evidence if e.rule == SIMILAR]
+    assert case_based.strength == pytest.approx(WEIGHT, abs=0.02)  # as much as similar incidents give
     assert session.diagnoses()[0].id == "shm_small"
 
 
