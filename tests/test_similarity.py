@@ -329,6 +329,13 @@ def test_one_shot_json_has_similar(tmp_path):
     assert [i["cause"] for i in similar[:2]] == ["wrong_nic", "wrong_nic"]
     assert {"source", "summary", "cause", "score"} <= set(similar[0])
     assert similar[0]["source"].startswith("https://example.org/issues/")
+    text = subprocess.run(
+        [sys.executable, "-m", "nccl_doctor.cli", "--symptom", "two machines hang at init_process_group, ping works",
+         "--no-probes", "--no-input"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "NCCL_DOCTOR_KB": str(folder), "XDG_CACHE_HOME": str(tmp_path / "cache")}).stdout
+    shown = text[text.index("Similar reported incidents"):].splitlines()[1]
+    assert similar[0]["summary"] in shown and shown.endswith(similar[0]["source"])
 
 
 def test_facts_and_fired_rules_do_not_read_the_library(tmp_path, monkeypatch):
@@ -346,3 +353,13 @@ def test_facts_and_fired_rules_do_not_read_the_library(tmp_path, monkeypatch):
     assert "shm_error_means_shm" in session.fired_rules()
     with pytest.raises(AssertionError, match="incident profiles computed"):
         session.diagnoses()
+
+
+def test_a_state_with_bad_exclusions_is_refused(doctor):
+    from nccl_doctor.errors import StateError
+
+    good = json.loads(doctor.session(exclude_incidents=["shm-kubernetes-pod"]).to_json())
+    for key, bad in (("exclude_incidents", "shm-kubernetes-pod"), ("exclude_incidents", [3]),
+                     ("case_based", "no")):
+        with pytest.raises(StateError, match=key):
+            Session.from_json(doctor, {**good, key: bad})
