@@ -145,7 +145,7 @@ class IncidentIndex:
             df_facts.update(profile.facts.values())
 
         def idf(df: Counter[str], weight: float) -> dict[str, float]:
-            return {k: round(weight * (1 + math.log((n + 1) / (v + 1))), 4) for k, v in df.items()}
+            return {k: round(weight * (1 + math.log((n + 1) / (v + 1))), 3) for k, v in df.items()}
 
         self._idf_words, self._idf_sigs, self._idf_facts = (
             idf(df_words, W_WORDS), idf(df_sigs, W_SIGNATURES), idf(df_facts, W_FACTS))
@@ -179,7 +179,7 @@ class IncidentIndex:
         vector: dict[str, float] = {}
         for term, count in profile.words.items():
             if term in self._idf_words:
-                vector["w:" + term] = round((1 + math.log(count)) * self._idf_words[term], 4)
+                vector["w:" + term] = round((1 + math.log(count)) * self._idf_words[term], 3)
         for sig in profile.signatures:
             if sig in self._idf_sigs:
                 vector["s:" + sig] = self._idf_sigs[sig]
