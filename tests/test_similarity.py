@@ -154,7 +154,7 @@ def test_a_fired_rule_outweighs_any_number_of_similar_incidents(doctor):
     session.add_log(["NCCL WARN Error while creating shared memory segment /dev/shm/nccl-a (size 4)"])
     by_id = {d.id: d for d in session.diagnoses()}
     [case_based] = [e for e in by_id["wrong_nic"].evidence if e.rule == SIMILAR]
-    assert case_based.strength == pytest.approx(WEIGHT, abs=0.02)  # as much as similar incidents give
+    assert WEIGHT / 2 < case_based.strength <= WEIGHT  # near what similar incidents can give
     assert session.diagnoses()[0].id == "shm_small"
 
 
