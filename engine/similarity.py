@@ -37,6 +37,7 @@ causes' priors (:mod:`engine.priors`).
 """
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
@@ -158,8 +159,9 @@ class IncidentIndex:
         return len(self._vectors)
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any], incidents: Mapping[str, Any]) -> "IncidentIndex":
+    def from_state(cls, state: str, incidents: Mapping[str, Any]) -> "IncidentIndex":
         """The index :meth:`state` describes (the KB artifact keeps it); nothing is recomputed."""
+        state = json.loads(state)
         index = cls.__new__(cls)
         index._incidents = incidents
         index._idf_words, index._idf_sigs, index._idf_facts = (
@@ -170,10 +172,13 @@ class IncidentIndex:
         index._norms = {i: state["norms"][i] for i in kept}
         return index
 
-    def state(self) -> dict[str, Any]:
-        """Plain data from which :meth:`from_state` rebuilds this index."""
-        return {"idf": {"words": self._idf_words, "signatures": self._idf_sigs, "facts": self._idf_facts},
-                "vectors": self._vectors, "facts": self._facts, "norms": self._norms}
+    def state(self) -> str:
+        """JSON text from which :meth:`from_state` rebuilds this index. The artifact keeps it as
+        one string, so reading the artifact does not build the index's thousands of small
+        objects; they are parsed when similar incidents are first asked for."""
+        return json.dumps({"idf": {"words": self._idf_words, "signatures": self._idf_sigs, "facts": self._idf_facts},
+                           "vectors": self._vectors, "facts": self._facts, "norms": self._norms},
+                          ensure_ascii=False, separators=(",", ":"))
 
     def _vector(self, profile: Profile) -> dict[str, float]:
         """Feature -> weight; features the library does not use are left out."""
