@@ -2,7 +2,7 @@
 
 Each incident of ``kb/incidents/`` is told to a fresh session the way a user would give it (its
 ``reporter`` words as ``tell``, its ``log`` lines as a log; with ``--knows`` its ``knows`` facts
-too), with the incident itself left out of the library (``exclude_incidents``), so it is never
+too), with the incident itself left out of the library (``leave_out``), so it is never
 its own evidence and does not count in the priors. It counts as found at rank k when the k-th
 diagnosis carries a fix whose text (title, steps, commands) matches one of its
 ``expected_remedy_any`` regexes, as ../shared/eval/score.py does; an incident without regexes
@@ -84,7 +84,7 @@ def main() -> int:
     for case_based in (False, True):
         top1 = top3 = 0
         for case in cases:
-            session = doctor.session(exclude_incidents=case["exclude"], case_based=case_based)
+            session = doctor.session(leave_out=case["exclude"], case_based=case_based)
             tell(session, case["text"], case["log"], case["facts"])
             found = rank(session, case["expected"], case["fix"])
             top1 += found == 0

@@ -2,8 +2,9 @@
 
 The model, in one place.
 
-**Beliefs.** Every cause ``x`` gets ``w(x) = prior(x) · exp(K · cf(x))`` (``prior`` from the incident library, :mod:`engine.priors`; ``cf`` its certainty
-now, ``K`` = :data:`SHARPNESS`, which fits the real cases' descriptions best between 10 and 15 by
+**Beliefs.** Every cause ``x`` gets ``w(x) = prior(x) · exp(K · cf(x))`` (``prior`` from how
+often the incident library reports it, :mod:`engine.priors`; ``cf`` its certainty now; ``K`` =
+:data:`SHARPNESS`, which fits the real cases' descriptions best between 10 and 15 by
 log-likelihood of the right cause), normalised over *all* causes into ``p(x)`` — the leaders, the
 causes nothing points at yet and those evidence speaks against alike; a cause the facts rule out
 keeps a small weight rather than none. ``H(p)`` is its entropy in bits.

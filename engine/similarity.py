@@ -31,9 +31,9 @@ below 0.3, two in five from 0.3 to 0.5, three in four from 0.5 to 0.7 and 9 time
 combine like certainty factors (``a + b·(1 − a)``), and the cause gets :data:`WEIGHT` times the
 result as evidence under the pseudo-rule :data:`SIMILAR`. So case-based evidence for a cause
 never exceeds ``WEIGHT`` (0.2): a fired rule of ordinary strength outweighs it, and it is never
-the only reason a cause is certain. A session may exclude incidents (by id or source URL) so
-that an incident is never its own evidence (leave-one-out scoring). The library also sets the
-causes' priors (:mod:`engine.priors`).
+the only reason a cause is certain. A session may leave incidents out (``leave_out``, by id or
+source URL) so that an incident is never its own evidence (leave-one-out scoring). The library
+also sets the causes' priors (:mod:`engine.priors`).
 """
 from __future__ import annotations
 

@@ -178,12 +178,12 @@ def test_an_incidents_own_description_finds_it_first(doctor):
 def test_leave_one_out_by_id_or_source(doctor):
     incident = doctor.kb.incidents["save-checkpoint-rank0"]
     for exclude in ([incident.id], [incident.source]):
-        session = doctor.session(exclude_incidents=exclude)
+        session = doctor.session(leave_out=exclude)
         session.tell(incident.reporter)
         assert incident.id not in [i.id for i in session.similar()]
         assert not _similar_evidence(session, "rank_only_save")
     with pytest.raises(SessionError):
-        doctor.session(exclude_incidents="save-checkpoint-rank0")
+        doctor.session(leave_out="save-checkpoint-rank0")
 
 
 def test_case_based_evidence_can_be_turned_off(doctor):
@@ -205,14 +205,14 @@ def test_a_fact_known_otherwise_makes_an_incident_less_similar(doctor):
 
 
 def test_state_keeps_exclusions_and_finds_the_same_incidents(doctor):
-    session = doctor.session(exclude_incidents=["shm-kubernetes-pod"])
+    session = doctor.session(leave_out=["shm-kubernetes-pod"])
     session.tell("inside a docker container: NCCL WARN Error while creating shared memory segment /dev/shm/x")
     restored = Session.from_json(doctor, session.to_json())
     assert restored.similar() == session.similar()
     assert "shm-kubernetes-pod" not in [i.id for i in restored.similar()]
     assert restored.profile() == session.profile()
     plain = doctor.session()
-    assert "exclude_incidents" not in plain.to_dict() and "case_based" not in plain.to_dict()
+    assert "leave_out" not in plain.to_dict() and "case_based" not in plain.to_dict()
     off = Session.from_json(doctor, doctor.session(case_based=False).to_json())
     off.tell("two machines hang at init_process_group and can ping each other")
     assert off.similar() == []
@@ -245,7 +245,7 @@ def test_leave_one_out_priors_decide_ties(doctor):
     """Two causes a rule supports equally: the one the library reports more often leads, until
     its incidents are left out."""
     def first(exclude: list[str]) -> str:
-        session = doctor.session(exclude_incidents=exclude, case_based=False)
+        session = doctor.session(leave_out=exclude, case_based=False)
         session.set_fact("stuck_saving", True)
         [a, b] = session.diagnoses()[:2]
         assert a.confidence == b.confidence
@@ -359,8 +359,8 @@ def test_facts_and_fired_rules_do_not_read_the_library(tmp_path, monkeypatch):
 def test_a_state_with_bad_exclusions_is_refused(doctor):
     from nccl_doctor.errors import StateError
 
-    good = json.loads(doctor.session(exclude_incidents=["shm-kubernetes-pod"]).to_json())
-    for key, bad in (("exclude_incidents", "shm-kubernetes-pod"), ("exclude_incidents", [3]),
+    good = json.loads(doctor.session(leave_out=["shm-kubernetes-pod"]).to_json())
+    for key, bad in (("leave_out", "shm-kubernetes-pod"), ("leave_out", [3]),
                      ("case_based", "no")):
         with pytest.raises(StateError, match=key):
             Session.from_json(doctor, {**good, key: bad})
