@@ -364,3 +364,11 @@ def test_a_state_with_bad_exclusions_is_refused(doctor):
                      ("case_based", "no")):
         with pytest.raises(StateError, match=key):
             Session.from_json(doctor, {**good, key: bad})
+
+
+def test_similar_incidents_alone_do_not_make_a_cause_supported(doctor):
+    session = doctor.session()
+    session.tell("training hangs when it saves the first checkpoint, the save is under is_main_process")
+    [diagnosis] = [d for d in session.diagnoses() if d.id == "rank_only_save"]
+    assert any(e.rule == SIMILAR for e in diagnosis.evidence)
+    assert not diagnosis.supported and not session.recognised()
