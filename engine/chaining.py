@@ -38,6 +38,8 @@ class Inference:
     evidence: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     fired_ids: set[str] = field(default_factory=set)
     matched_words: dict[str, tuple[str, ...]] = field(default_factory=dict)  # relevance evidence per cause
+    similar: tuple = ()  # the similar incidents (engine.similarity.SimilarIncident), best first
+    similar_by_cause: dict[str, tuple] = field(default_factory=dict)  # case-based evidence per cause
 
     def certainty(self, cause: str) -> float:
         return combine_all(v for _, v in self.evidence.get(cause, ()))
@@ -52,6 +54,8 @@ class Inference:
             evidence={k: list(v) for k, v in self.evidence.items()},
             fired_ids=set(self.fired_ids),
             matched_words=self.matched_words,
+            similar=self.similar,
+            similar_by_cause=self.similar_by_cause,
         )
 
 

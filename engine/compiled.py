@@ -19,6 +19,7 @@ from ..errors import KBError
 from ..kb.artifact import KnowledgeBase, Record
 from .conditions import Predicate, compile_condition, condition_facts, condition_needs, holds_with_nothing_known
 from ..kb.patterns import Pattern, PatternError, compile_pattern
+from .priors import library_priors
 from .values import ValueProblem, coerce
 
 if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
@@ -106,6 +107,7 @@ class CompiledKB:
     unless_regexes: LazyRegexes  # (symptom id, index) -> compiled near-miss regex
     influence: dict[str, frozenset[str]] = field(default_factory=dict)  # fact -> causes
     premises: dict[str, Predicate] = field(default_factory=dict)  # fact -> its question's premise
+    priors: dict[str, float] = field(default_factory=dict)  # cause -> prior from the library (engine.priors)
 
     @property
     def facts(self) -> dict[str, Fact]:
@@ -217,6 +219,7 @@ def _from_layout(kb: KnowledgeBase, layout: dict, symptom_needles: dict) -> Comp
         unless_regexes=LazyRegexes(unless_sources),
         influence={fact: frozenset(influence.get(fact, ())) for fact in kb.facts},
         premises={f.id: _LazyPredicate(f.asked_when, kb.facts) for f in kb.facts.values() if f.get("asked_when") is not None},
+        priors=library_priors(kb.causes, kb.get("incidents", {})),
     )
 
 
@@ -331,6 +334,7 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False,
         unless_regexes=LazyRegexes(unless_sources),
         influence=_influence(kb, rules),
         premises=premises,
+        priors=library_priors(kb.causes, kb.get("incidents", {})),
     )
 
 

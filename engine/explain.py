@@ -11,6 +11,7 @@ from .memory import FactRecord
 from .questions import simulate
 from .relevance import RELEVANCE
 from .results import How, HowStep, Why
+from .similarity import SIMILAR, similar_text
 
 __all__ = ["how", "why", "why_evidence", "fact_trace", "relevance_text"]
 
@@ -42,6 +43,13 @@ def how(ckb: CompiledKB, state: Inference, cause_id: str) -> How:
         if rule_id == RELEVANCE:
             rules.append({"rule": rule_id, "description": relevance_text(state, cause_id),
                           "defined_at": "engine/relevance.py", "contribution": round(contribution, 3), "facts": []})
+            continue
+        if rule_id == SIMILAR:
+            found = state.similar_by_cause.get(cause_id, ())
+            rules.append({"rule": rule_id, "description": similar_text(found),
+                          "defined_at": "engine/similarity.py", "contribution": round(contribution, 3), "facts": [],
+                          "incidents": [{**i.to_dict(), "defined_at": ckb.kb.origin(f"incidents:{i.id}")}
+                                        for i in found]})
             continue
         rule = ckb.kb.rules[rule_id]
         firing = firings[rule_id]

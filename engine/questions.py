@@ -2,8 +2,9 @@
 
 The model, in one place.
 
-**Beliefs.** Every cause ``x`` gets ``w(x) = prior(x) · exp(K · cf(x))`` (``cf`` its certainty
-now, ``K`` = :data:`SHARPNESS`, which fits the real cases' descriptions best between 10 and 15 by
+**Beliefs.** Every cause ``x`` gets ``w(x) = prior(x) · exp(K · cf(x))`` (``prior`` from how
+often the incident library reports it, :mod:`engine.priors`; ``cf`` its certainty now; ``K`` =
+:data:`SHARPNESS`, which fits the real cases' descriptions best between 10 and 15 by
 log-likelihood of the right cause), normalised over *all* causes into ``p(x)`` — the leaders, the
 causes nothing points at yet and those evidence speaks against alike; a cause the facts rule out
 keeps a small weight rather than none. ``H(p)`` is its entropy in bits.
@@ -151,8 +152,8 @@ class _Beliefs:
 
     def __init__(self, ckb: CompiledKB, certainties: Mapping[str, float]):
         self.cf = certainties
-        self.w = {c: cause.prior * math.exp(SHARPNESS * _clamp(certainties.get(c, 0.0), 1.0))
-                  for c, cause in ckb.kb.causes.items()}
+        self.w = {c: ckb.priors[c] * math.exp(SHARPNESS * _clamp(certainties.get(c, 0.0), 1.0))
+                  for c in ckb.kb.causes}
         self.total = sum(self.w.values()) or 1.0
         self.s = sum(v * math.log(v) for v in self.w.values() if v > 0)
         self.entropy = self.entropy_with({})
@@ -221,11 +222,11 @@ def _separates(moves: list[dict[str, float]]) -> list[str]:
 
 def leading_causes(ckb: CompiledKB, certainties: Mapping[str, float], limit: int = LEADING) -> list[str]:
     """The causes an explanation names: those with support first, then the most common."""
-    raised = sorted((c for c, v in certainties.items() if v > 0), key=lambda c: (-certainties[c], -ckb.kb.causes[c].prior, c))
+    raised = sorted((c for c, v in certainties.items() if v > 0), key=lambda c: (-certainties[c], -ckb.priors[c], c))
     if len(raised) >= limit:
         return raised[:limit]
     rest = sorted((c for c in ckb.kb.causes if c not in certainties or certainties[c] <= 0),
-                  key=lambda c: (-ckb.kb.causes[c].prior, c))
+                  key=lambda c: (-ckb.priors[c], c))
     return raised + rest[: (limit - len(raised)) if not raised else max(0, 3 - len(raised))]
 
 

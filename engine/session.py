@@ -7,6 +7,7 @@ iterables of lines, and state leaves as JSON text.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,11 +25,14 @@ from .language import LANGUAGES, cause_texts, detect, pick
 from .matching import SignatureHit, SymptomMatch, match_symptoms, scan_lines
 from .memory import SOURCE_PRIORITY, FactRecord, Source
 from .plan import build_plan
+from .priors import library_priors
 from .consult_model import ConsultModel
 from .questions import answer_options, leading_causes, rank_questions
 from .relevance import RELEVANCE, RelevanceIndex
 from .state import STATE_FORMAT, STATE_VERSION, read_state
 from .results import Diagnosis, EvidenceItem, How, Plan, Question, Why
+from .similarity import SIMILAR, IncidentIndex, Profile, SimilarIncident, similar_text, words
+from .similarity import evidence as similar_evidence
 from .values import Value, ValueProblem, coerce
 
 __all__ = [
@@ -39,6 +43,7 @@ __all__ = [
     "InputTooLarge",
     "StateError",
     "LogSummary",
+    "SimilarIncident",
     "STATE_FORMAT",
     "STATE_VERSION",
     "MAX_TEXT_CHARS",
@@ -70,9 +75,10 @@ class Doctor:
     """A compiled knowledge base; share one between threads and sessions.
 
     What a Doctor holds never changes after construction, except caches filled on first use
-    (compiled rule conditions and regexes, the relevance index): each is computed from the
-    read-only KB alone, so concurrent first uses at worst compute an equal value twice.
-    ``extras`` are the KB artifact's start-up parts (symptom needles, the relevance index).
+    (compiled rule conditions and regexes, the relevance and incident indexes, the consultation
+    model): each is computed from the read-only KB alone, so concurrent first uses at worst
+    compute an equal value twice. ``extras`` are the KB artifact's start-up parts (symptom
+    needles, the relevance index, the incidents' profiles, the consultation model's statistics).
     """
 
     def __init__(self, kb: KnowledgeBase, *, validate: bool = False, extras: Mapping[str, Any] | None = None):
@@ -85,6 +91,8 @@ class Doctor:
         self._consult_saved = extras.get("consult")
         saved = extras.get("relevance")
         self._relevance: RelevanceIndex | None = RelevanceIndex(state=saved) if saved else None
+        self._incidents_state: str | None = extras.get("similarity")
+        self._incidents: IncidentIndex | None = None
 
     @property
     def relevance(self) -> RelevanceIndex:
@@ -101,6 +109,18 @@ class Doctor:
         return self._consult
 
     @property
+    def incidents(self) -> IncidentIndex:
+        """The incident library's profiles for case-based evidence: read from the artifact on first
+        use, or computed when it had none (each incident's description read like a session's)."""
+        if self._incidents is None:
+            library = self.kb.get("incidents", {})
+            if isinstance(self._incidents_state, str):
+                self._incidents = IncidentIndex.from_state(self._incidents_state, library)
+            else:
+                self._incidents = IncidentIndex({i: incident_profile(self, i) for i in library}, library)
+        return self._incidents
+
+    @property
     def kb(self) -> KnowledgeBase:
         return self._ckb.kb
 
@@ -112,19 +132,33 @@ class Doctor:
     def answer_options(self) -> Mapping[str, list[Value]]:
         return self._options
 
-    def session(self, *, lang: str | None = None, leave_out: Iterable[str] = ()) -> "Session":
-        """Start a new conversation (in ``lang``; by default the language the user writes)."""
-        return Session(self, lang=lang, leave_out=leave_out)
+    def session(self, *, lang: str | None = None, leave_out: Iterable[str] = (), case_based: bool = True) -> "Session":
+        """Start a new conversation (in ``lang``; by default the language the user writes; see
+        :class:`Session` for the other options)."""
+        return Session(self, lang=lang, leave_out=leave_out, case_based=case_based)
 
 
 class Session:
     """One conversation: facts in, ranked diagnoses, questions and a fix plan out."""
 
-    def __init__(self, doctor: Doctor, *, lang: str | None = None, leave_out: Iterable[str] = ()):
-        """``leave_out``: incidents of the library this session must not learn from (a benchmark
-        scoring an incident leaves that incident out)."""
+    def __init__(self, doctor: Doctor, *, lang: str | None = None, leave_out: Iterable[str] = (),
+                 case_based: bool = True):
+        """``leave_out``: incidents of the library (ids or source URLs) this session must not learn
+        from: not similar incidents, not counted in the priors or the consultation model, so a
+        benchmark can score an incident as if it were new. ``case_based=False`` turns evidence
+        from similar incidents off altogether."""
+        if isinstance(leave_out, str):
+            raise SessionError("leave_out takes a list of incident ids or sources, not one string")
         self.doctor = doctor
-        self._leave_out = frozenset(leave_out)
+        named = {str(i) for i in leave_out}
+        self._leave_out = frozenset(i for i, incident in doctor.kb.get("incidents", {}).items()
+                                    if i in named or incident.source in named)
+        self._left_out_as_given = sorted(named)
+        self._case_based = bool(case_based)
+        self._priors = (library_priors(doctor.kb.causes, doctor.kb.get("incidents", {}), self._leave_out)
+                        if self._leave_out else doctor.compiled.priors)
+        self._text_signatures: set[str] | None = set()  # None: to be recomputed from the texts
+        self._weighed = False  # case-based evidence added to self._state
         self._consult: ConsultModel | None = None
         self._assertions: list[FactRecord] = []
         self._unknown: list[str] = []
@@ -177,6 +211,8 @@ class Session:
             self._matches.append({"symptom": match.symptom, "phrase": match.phrase, "score": round(match.score, 3)})
         summary = LogSummary(name="text")
         self._scan(text.splitlines(), summary, kind="text", prefix=prefix)
+        if self._text_signatures is not None:
+            self._text_signatures.update(summary.hits)
         if summary.hits:
             self._log_given(Source("text", f"{prefix}pasted log lines"))
         self._changed()
@@ -301,22 +337,23 @@ class Session:
     # ---------------------------------------------------------------- outputs
     def facts(self) -> dict[str, FactRecord]:
         """Every known fact, given and derived."""
-        return dict(self._inference().facts)
+        return dict(self._chained().facts)
 
     def fired_rules(self) -> list[str]:
         """The ids of the rules that fired, in firing order."""
-        return [firing.rule for firing in self._inference().fired]
+        return [firing.rule for firing in self._chained().fired]
 
     def diagnoses(self, limit: int | None = None) -> list[Diagnosis]:
         """Raised causes, best first: those rules support (``supported``) by confidence, then
-        those only the user's words point at ("possibly related")."""
+        those only the user's words or similar incidents point at ("possibly related")."""
         state = self._inference()
         kb = self.doctor.kb
         certainties = state.certainties()
-        supported = {c for c, items in state.evidence.items() if any(r != RELEVANCE and v > 0 for r, v in items)}
+        supported = {c for c, items in state.evidence.items()
+                     if any(r not in (RELEVANCE, SIMILAR) and v > 0 for r, v in items)}
         ranked = sorted(
             (c for c, v in certainties.items() if v > RAISE_THRESHOLD),
-            key=lambda c: (c not in supported, -round(certainties[c], 6), -kb.causes[c].prior, c),
+            key=lambda c: (c not in supported, -round(certainties[c], 6), -self._priors[c], c),
         )
         lang = self.language
         out = []
@@ -330,6 +367,21 @@ class Session:
                 supported=cause_id in supported, texts=texts,
             ))
         return out
+
+    def similar(self, limit: int | None = None) -> list[SimilarIncident]:
+        """The reported incidents most like this session, best first (see :mod:`engine.similarity`)."""
+        similar = self._inference().similar
+        return list(similar[:limit] if limit is not None else similar)
+
+    def profile(self) -> Profile:
+        """What case-based evidence compares with the library: the words of the texts, the
+        signatures the logs and texts hit, the facts given (not derived)."""
+        if self._text_signatures is None:  # restored from a state: the texts are scanned again
+            self._text_signatures = {hit.signature for text in self._texts
+                                     for hit in scan_lines(self.doctor.compiled, text.splitlines())}
+        signatures = set(self._text_signatures).union(*(log.hits for log in self._logs))
+        given = {name: record.value for name, record in self._base().items()}
+        return Profile.of(self._texts, signatures, given)
 
     def recognised(self) -> bool:
         """True when some raised cause has support beyond shared words (a rule, symptom or log line)."""
@@ -430,6 +482,7 @@ class Session:
             "symptoms": self.symptom_matches,
             "logs": [s.to_dict() for s in self._logs],
             **({"hang": self.hang} if self.hang is not None else {}),
+            "similar": [i.to_dict() for i in self.similar()],
         }
 
     # ------------------------------------------------------------ persistence
@@ -451,6 +504,8 @@ class Session:
             **({"hang": {**self._hang, "facts": [
                 {"name": r.name, "value": r.value, "detail": r.source.detail} for r in self._hang_facts]}}
                if self._hang is not None else {}),
+            **({"leave_out": self._left_out_as_given} if self._left_out_as_given else {}),
+            **({"case_based": False} if not self._case_based else {}),
         }
 
     def to_json(self) -> str:
@@ -467,7 +522,8 @@ class Session:
         result. A bad state raises :class:`StateError` naming the field.
         """
         saved = read_state(doctor.kb, text, sources)
-        session = cls(doctor)
+        session = cls(doctor, leave_out=saved.leave_out, case_based=saved.case_based)
+        session._text_signatures = None  # the texts are scanned again when similar incidents are asked for
         session._assertions = saved.assertions
         session._unknown = saved.unknown
         session._texts = saved.texts
@@ -589,7 +645,9 @@ class Session:
                 best[record.name] = record
         return best
 
-    def _inference(self) -> Inference:
+    def _chained(self) -> Inference:
+        """The rules chained to a fixpoint, with relevance evidence (not yet case-based evidence:
+        facts and fired rules do not need the library)."""
         if self._state is None:
             base = self._base()
             state = infer(self.doctor.compiled, base)
@@ -598,8 +656,20 @@ class Session:
                 for cause_id, (strength, words) in weighed.items():
                     state.evidence.setdefault(cause_id, []).append((RELEVANCE, strength))
                 state.matched_words = {cause_id: words for cause_id, (_, words) in weighed.items()}
-            self._state = state
+            self._state, self._weighed = state, False
         return self._state
+
+    def _inference(self) -> Inference:
+        """All evidence: the rules, relevance and similar incidents."""
+        state = self._chained()
+        if not self._weighed:
+            if self._case_based and self.doctor.kb.get("incidents"):
+                state.similar = tuple(self.doctor.incidents.similar(self.profile(), self._leave_out))
+                for cause_id, (strength, found) in similar_evidence(state.similar).items():
+                    state.evidence.setdefault(cause_id, []).append((SIMILAR, strength))
+                    state.similar_by_cause[cause_id] = found
+            self._weighed = True
+        return state
 
     def _evidence(self, state: Inference, cause_id: str) -> list[EvidenceItem]:
         firings = {f.rule: f for f in state.fired}
@@ -607,6 +677,12 @@ class Session:
         for rule_id, contribution in state.evidence.get(cause_id, []):
             if rule_id == RELEVANCE:
                 items.append(EvidenceItem(rule_id, relevance_text(state, cause_id), round(contribution, 3), {}))
+                continue
+            if rule_id == SIMILAR:
+                found = state.similar_by_cause.get(cause_id, ())
+                items.append(EvidenceItem(rule_id, similar_text(found), round(contribution, 3),
+                                          {f"incident:{i.id}": {"value": round(i.score, 3), "source": i.source}
+                                           for i in found}))
                 continue
             rule = self.doctor.kb.rules[rule_id]
             facts = {
@@ -622,3 +698,21 @@ def _fill(value: Value, captures: Mapping[str, str]) -> Value:
         for key, text in captures.items():
             value = value.replace("{" + key + "}", text)
     return value
+
+
+def incident_profile(doctor: Doctor, incident_id: str) -> Profile:
+    """An incident's profile: what a session told its reporter's words and fed its log would
+    hold, plus the facts the incident ``knows`` (those the KB has, of the right type)."""
+    incident = doctor.kb.incidents[incident_id]
+    session = Session(doctor, case_based=False)
+    session.tell(incident.reporter)
+    if incident.log:
+        session.add_log(incident.log.splitlines(), name=incident_id)
+    for name, value in incident.knows.items():
+        if name in doctor.kb.facts:
+            try:
+                session.set_fact(name, value, source="cli")
+            except SessionError:
+                pass
+    profile = session.profile()
+    return Profile(Counter(profile.words) + words(incident.summary), profile.signatures, profile.facts)

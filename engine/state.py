@@ -50,6 +50,8 @@ class SavedState:
     hang: SavedHang | None = None
     text_origins: list[str] = field(default_factory=list)  # per text: "" or the evidence question it answered
     lang: str | None = None
+    leave_out: list[str] = field(default_factory=list)  # incidents left out of the library (ids or sources)
+    case_based: bool = True
 
 
 def read_state(kb: KnowledgeBase, text: str | bytes | Mapping[str, Any],
@@ -96,6 +98,11 @@ def read_state(kb: KnowledgeBase, text: str | bytes | Mapping[str, Any],
                                 "score": _unit(match.get("score"), f"matches[{i}].score", zero=True)})
     if data.get("hang") is not None:
         out.hang = _hang(kb, _map(data["hang"], "hang"), allowed)
+    out.leave_out = [_str(x, f"leave_out[{i}]", MAX_SHORT_CHARS) for i, x in enumerate(_items(data, "leave_out"))]
+    case_based = data.get("case_based", True)
+    if not isinstance(case_based, bool):
+        raise StateError(f"case_based: expected true or false, got {_short(case_based)}")
+    out.case_based = case_based
     return out
 
 

@@ -71,7 +71,8 @@ def _incidents(name: str) -> list[dict]:
 
 
 def _rank(incident: dict) -> int | None:
-    session = load_doctor().session()
+    # Left out of the library while it is scored, so an incident is never its own evidence.
+    session = load_doctor().session(leave_out=[incident["source"]])
     session.tell(incident["reporter"])
     if incident.get("log"):
         session.add_log(incident["log"].splitlines())

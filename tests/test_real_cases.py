@@ -56,7 +56,8 @@ def _is_right(incident: dict, diagnosis) -> bool:
 
 
 def _rank(incident: dict) -> tuple[int | None, list[str]]:
-    session = load_doctor().session()
+    # Left out of the library while it is scored, so an incident is never its own evidence.
+    session = load_doctor().session(leave_out=[incident["source"]])
     session.tell(incident["reporter"])
     if incident.get("log"):
         session.add_log(incident["log"].splitlines())

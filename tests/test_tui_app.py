@@ -465,3 +465,70 @@ def test_snapshot_why(snap_compare, mini_doctor):
 @pytest.mark.parametrize("size", [(80, 24), (120, 36)], ids=["80x24", "120x36"])
 def test_snapshot_plan(snap_compare, mini_doctor, size):
     assert snap_compare(_app(mini_doctor), terminal_size=size, run_before=_to_plan)
+
+
+# ------------------------------------------------------------------ similar reported incidents
+
+LIBRARY = """
+incidents:
+  - id: two-nodes-ports-blocked
+    source: https://example.org/threads/17
+    summary: Training on two nodes was stuck at start because the cloud firewall dropped NCCL's ports.
+    reporter: Training on 2 nodes is stuck at the first all_reduce, each node alone works.
+    cause: firewall
+    fix: open_ports
+  - id: container-bridge-only
+    source: https://example.org/threads/18
+    summary: The containers only saw their bridge interface; host networking fixed it.
+    reporter: Inside docker containers the ranks never connect across machines.
+    cause: container_net
+    fix: host_network
+"""
+
+
+@pytest.fixture(scope="module")
+def library_doctor(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("minikb_library")
+    (folder / "mini.yaml").write_text(MINI_KB)
+    (folder / "incidents.yaml").write_text(LIBRARY)
+    return load_doctor(folder)
+
+
+@pytest.mark.anyio
+async def test_similar_incidents_show_with_their_link_and_open_on_enter(library_doctor):
+    app = DoctorApp(library_doctor)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await start(pilot, "training on 2 nodes is stuck, each node alone works")
+        panel = app.screen.query_one("#similar")
+        assert panel.display
+        options = app.screen.query_one("#similar-list")
+        assert options.option_count >= 1
+        first = options.get_option_at_index(0)
+        assert first.id == "two-nodes-ports-blocked"
+        assert str(first.prompt).startswith("Training on two nodes") and "alike" in str(first.prompt)
+        assert first.prompt.style == "link https://example.org/threads/17"
+
+        await pilot.press("s")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, ExplainScreen)
+        shown = markdown_source(app.screen)
+        assert "https://example.org/threads/17" in shown and "A firewall blocks NCCL's ports" in shown
+        await pilot.press("escape")
+
+
+@pytest.mark.anyio
+async def test_the_panel_stays_hidden_without_similar_incidents(library_doctor):
+    app = DoctorApp(library_doctor)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await start(pilot, "hello")
+        assert not app.screen.query_one("#similar").display
+        await pilot.press("s")  # nothing to focus: no error
+        await settle(pilot)
+
+
+def test_snapshot_similar(snap_compare, library_doctor):
+    async def to_question(pilot) -> None:
+        await start(pilot, "training on 2 nodes is stuck, each node alone works")
+
+    assert snap_compare(DoctorApp(library_doctor), terminal_size=(80, 24), run_before=to_question)

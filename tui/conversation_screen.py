@@ -18,12 +18,12 @@ from textual.widgets import Footer, Header, Input, RichLog, Static
 
 from ..engine import Session, SessionError
 from ..logs import LogProblem
-from ..report import how_markdown, why_markdown
+from ..report import how_markdown, similar_markdown, why_markdown
 from .answers import choice_label, read_answer
 from .dialogs import AnswersScreen, ExplainScreen, ProbeScreen
 from .model import Conversation, View
 from .start_screen import load_input
-from .widgets import MAX_CHOICE_KEYS, CausePanel, QuestionPanel, answer_label
+from .widgets import MAX_CHOICE_KEYS, CausePanel, QuestionPanel, SimilarPanel, answer_label
 
 __all__ = ["ConversationScreen"]
 
@@ -41,6 +41,7 @@ class ConversationScreen(Screen[None]):
         Binding("f", "plan", "Plan"),
         Binding("t", "type", "Type", show=False),
         Binding("c", "causes", "Causes", show=False),
+        Binding("s", "similar", "Similar", show=False),
         Binding("escape", "focus_answers", "Answers", show=False),
     ]
 
@@ -60,7 +61,9 @@ class ConversationScreen(Screen[None]):
                 yield RichLog(id="transcript", wrap=True, markup=False, min_width=20)
                 yield Static("", id="probe-hint")
                 yield QuestionPanel(id="question")
-            yield CausePanel(id="causes")
+            with Vertical(id="side"):
+                yield CausePanel(id="causes")
+                yield SimilarPanel(id="similar")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -119,6 +122,8 @@ class ConversationScreen(Screen[None]):
             for item in view.collect:
                 self.say(f"  - {item['text']}", "yellow")
                 self.say(f"      $ {item['command']}", "dim")
+        titles = {c: cause.title for c, cause in self.conversation.doctor.kb.causes.items()}
+        self.query_one("#similar", SimilarPanel).show(view.similar, titles)
         question = view.question
         current = None
         if question is not None and view.revisiting:
@@ -259,6 +264,16 @@ class ConversationScreen(Screen[None]):
 
     def action_causes(self) -> None:
         self.query_one("#cause-list").focus()
+
+    def action_similar(self) -> None:
+        if self.view and self.view.similar:
+            self.query_one("#similar-list").focus()
+
+    @on(SimilarPanel.Opened)
+    def _similar_opened(self, event: SimilarPanel.Opened) -> None:
+        found = [i for i in (self.view.similar if self.view else []) if i.id == event.incident_id]
+        titles = {c: cause.title for c, cause in self.conversation.doctor.kb.causes.items()}
+        self.app.push_screen(ExplainScreen(similar_markdown(found, titles), "A similar reported incident"))
 
     def action_why(self) -> None:
         question = self.view.question if self.view else None

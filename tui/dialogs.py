@@ -33,6 +33,7 @@ HELP_MARKDOWN = """\
 | `w` | question | why are you asking this? |
 | `h` | anywhere | how did you conclude that? (the highlighted cause in the side panel) |
 | `c` | question | focus the causes panel (↑/↓ to move, `Enter` = how) |
+| `s` | question | focus the similar reported incidents (`Enter` = what happened, with the link) |
 | `b` | anywhere | go back and change (or take back) an earlier answer |
 | `p` | question | run the suggested probes on this machine |
 | `f` | question | show the fix plan now |

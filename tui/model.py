@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..engine import Diagnosis, Doctor, Question, Session
+from ..engine import Diagnosis, Doctor, Question, Session, SimilarIncident
 from ..engine.questions import make_question
 from ..engine.values import Value
 
@@ -18,6 +18,7 @@ __all__ = ["View", "Conversation", "learned_facts"]
 
 T = TypeVar("T")
 SIDE_CAUSES = 6
+SIDE_SIMILAR = 3
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class View:
     told: bool = False
     collect: list[dict[str, str]] = field(default_factory=list)
     guidance: str = ""
+    similar: list[SimilarIncident] = field(default_factory=list)
 
 
 class Conversation:
@@ -77,6 +79,7 @@ class Conversation:
                 told=bool(session.texts or session.logs),
                 collect=list(plan.collect),
                 guidance=plan.note if not plan.recognised else "",
+                similar=session.similar(limit=SIDE_SIMILAR),
             )
 
 

@@ -1,7 +1,8 @@
-"""The conversation's widgets: the question with its quick answers, and the causes panel.
+"""The conversation's widgets: the question with its quick answers, the causes panel and the
+similar reported incidents.
 
 Attributes down, messages up: the screen hands each widget what to show; the widgets post
-:class:`QuestionPanel.Answered` / :class:`CausePanel` selections back up.
+:class:`QuestionPanel.Answered` / :class:`CausePanel` / :class:`SimilarPanel` selections back up.
 """
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from textual import events
 from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..engine import Diagnosis, Question
+from ..engine import Diagnosis, Question, SimilarIncident
 from ..engine.values import Value
 from ..report import format_value
 from .answers import choice_label
 
-__all__ = ["QuestionPanel", "CausePanel", "WordsInput", "confidence_bar", "MAX_CHOICE_KEYS", "LABELS"]
+__all__ = ["QuestionPanel", "CausePanel", "SimilarPanel", "WordsInput", "confidence_bar", "MAX_CHOICE_KEYS", "LABELS"]
 
 #: The panel's own words, by language (questions and choices come translated from the KB).
 LABELS = {
@@ -243,6 +244,48 @@ class CausePanel(Vertical):
         event.stop()
         if event.option.id:
             self.post_message(self.HowAsked(event.option.id))
+
+
+class SimilarPanel(Vertical):
+    """Reported incidents like this one: what happened (linked to the thread), its cause and
+    how similar it is; Enter opens the details. Hidden while there are none."""
+
+    class Opened(Message):
+        def __init__(self, incident_id: str) -> None:
+            super().__init__()
+            self.incident_id = incident_id
+
+    def compose(self) -> ComposeResult:
+        yield OptionList(id="similar-list")
+
+    def on_mount(self) -> None:
+        self.border_title = "Similar incidents"
+        self.display = False
+
+    def show(self, similar: list[SimilarIncident], titles: dict[str, str] | None = None) -> None:
+        """Draw the incidents (``titles``: cause id to title)."""
+        options = self.query_one("#similar-list", OptionList)
+        self.display = bool(similar)
+        shown = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        if shown == [i.id for i in similar]:
+            return
+        options.clear_options()
+        prompts = []
+        for incident in similar:
+            summary = incident.summary if len(incident.summary) <= TITLE_CHARS else incident.summary[:TITLE_CHARS - 1].rstrip() + "…"
+            prompt = Text(summary, style=f"link {incident.source}")
+            cause = (titles or {}).get(incident.cause, incident.cause)
+            prompt.append(f"\n{round(incident.score * 100)}% alike · {cause}", style="dim")
+            prompts.append(Option(prompt, id=incident.id))
+        options.add_options(prompts)
+        if prompts:
+            options.highlighted = 0
+
+    @on(OptionList.OptionSelected, "#similar-list")
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option.id:
+            self.post_message(self.Opened(event.option.id))
 
 
 def answer_label(value: Value | None) -> str:

@@ -2,8 +2,8 @@
 :mod:`.terminal`: what a diagnosis or a plan shows is decided once (in :mod:`.report`), and
 each output only decides how it looks.
 
-Text inside blocks is a list of :class:`Span` (plain, bold, emphasis or code), or a plain
-string where no markup is needed.
+Text inside blocks is a list of :class:`Span` (plain, bold, emphasis, code or a link whose text
+is its address), or a plain string where no markup is needed.
 """
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 __all__ = ["Span", "Inline", "Heading", "Paragraph", "Quote", "ItemList", "Code", "Table", "Block",
-           "bold", "em", "code", "to_markdown", "plain_text", "map_text"]
+           "bold", "em", "code", "link", "to_markdown", "plain_text", "map_text"]
 
 
 class Span(NamedTuple):
     text: str
-    style: str = ""  # "" | "bold" | "em" | "code"
+    style: str = ""  # "" | "bold" | "em" | "code" | "link" (the text is the address)
 
 
 Inline = str | Sequence[Span]
@@ -32,6 +32,10 @@ def em(text: str) -> Span:
 
 def code(text: str) -> Span:
     return Span(text, "code")
+
+
+def link(url: str) -> Span:
+    return Span(url, "link")
 
 
 class Heading(NamedTuple):
@@ -72,8 +76,8 @@ def _spans(text: Inline) -> Sequence[Span]:
 
 
 def inline_markdown(text: Inline) -> str:
-    marks = {"bold": "**", "em": "*", "code": "`"}
-    return "".join(f"{marks.get(s.style, '')}{s.text}{marks.get(s.style, '')}" if s.text else ""
+    marks = {"bold": ("**", "**"), "em": ("*", "*"), "code": ("`", "`"), "link": ("<", ">")}
+    return "".join(f"{marks.get(s.style, ('', ''))[0]}{s.text}{marks.get(s.style, ('', ''))[1]}" if s.text else ""
                    for s in _spans(text))
 
 

@@ -29,7 +29,8 @@ def cache_dir() -> Path:
 
 def load_knowledge(directory: str | Path | None = None, *, use_cache: bool = True) -> tuple[KnowledgeBase, dict[str, Any]]:
     """The KB folder (the packaged one by default) and the artifact's start-up parts (symptom
-    needles, the relevance index), from the cache or compiled now. Raises ``KBError``."""
+    needles, the relevance index, the incidents' profiles), from the cache or compiled now.
+    Raises ``KBError``."""
     folder = Path(directory or DATA_DIR)
     paths = kb_files(folder)
     key = f"{ARTIFACT_VERSION}-{content_key(paths + _builder_sources(), folder)}"
@@ -55,7 +56,8 @@ def _builder_sources() -> list[Path]:
     return [kb_dir / "schema.py", kb_dir / "load.py", kb_dir / "artifact.py", kb_dir / "needles.py",
             engine_dir / "relevance.py", engine_dir / "matching.py", engine_dir / "compiled.py",
             engine_dir / "conditions.py", engine_dir / "questions.py", engine_dir / "values.py",
-            engine_dir / "consult_model.py", engine_dir / "chaining.py", engine_dir / "certainty.py"]
+            engine_dir / "consult_model.py", engine_dir / "chaining.py", engine_dir / "certainty.py",
+            engine_dir / "similarity.py", engine_dir / "session.py"]
 
 
 def _compile(paths: list[Path], folder: Path, key: str) -> dict[str, Any]:
@@ -64,6 +66,7 @@ def _compile(paths: list[Path], folder: Path, key: str) -> dict[str, Any]:
     from .engine.consult_model import artifact_part
     from .engine.questions import answer_options
     from .engine.relevance import RelevanceIndex
+    from .engine.session import Doctor
 
     artifact = build_artifact(load_models(paths, folder), key=key)
     kb, _ = read_artifact(json.dumps(artifact))
@@ -72,6 +75,7 @@ def _compile(paths: list[Path], folder: Path, key: str) -> dict[str, Any]:
     artifact["options"] = answer_options(compiled)
     artifact["consult"] = artifact_part(compiled)  # question statistics, incl. what evidence questions showed
     artifact["relevance"] = RelevanceIndex(kb).state()
+    artifact["similarity"] = Doctor(kb).incidents.state()  # the incidents read once, not at every start
     return artifact
 
 

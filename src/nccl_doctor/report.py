@@ -3,21 +3,21 @@ whole session (:mod:`.document`), written out as Markdown to paste into an issue
 drawn on a terminal by the one-shot (:mod:`.terminal`), or given as JSON.
 
 Front ends call :func:`session_markdown`, :func:`session_json`, :func:`save_report` or
-:func:`session_blocks` (the JSON itself is assembled in :mod:`.contract`); :func:`plan_markdown`, :func:`how_markdown` and
-:func:`why_markdown` render the pieces on their own (the TUI shows them). ``redact=True`` hides
+:func:`session_blocks` (the JSON itself is assembled in :mod:`.contract`); :func:`plan_markdown`, :func:`how_markdown`,
+:func:`why_markdown` and :func:`similar_markdown` render the pieces on their own (the TUI shows them). ``redact=True`` hides
 host names, addresses, user names and secrets (:mod:`.redaction`) with placeholders that stay
 the same throughout one report.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .document import (Block, Code, Heading, Inline, ItemList, Paragraph, Quote, Span, Table, bold, code, em,
+from .document import (Block, Code, Heading, Inline, ItemList, Paragraph, Quote, Span, Table, bold, code, em, link,
                        to_markdown)
-from .engine import Diagnosis, How, Plan, Session, Why
+from .engine import Diagnosis, How, Plan, Session, SimilarIncident, Why
 from .engine.results import EvidenceItem
 
 __all__ = [
@@ -29,6 +29,8 @@ __all__ = [
     "how_markdown",
     "why_markdown",
     "diagnoses_markdown",
+    "similar_blocks",
+    "similar_markdown",
     "session_markdown",
     "session_json",
     "save_report",
@@ -37,6 +39,7 @@ __all__ = [
 MAX_TEXT_IN_REPORT = 4_000
 BRIEF_DIAGNOSES = 5
 BRIEF_EVIDENCE = 3
+BRIEF_SIMILAR = 3
 
 
 def format_value(value: Any) -> str:
@@ -193,6 +196,24 @@ def how_markdown(how: How) -> str:
     return to_markdown(how_blocks(how))
 
 
+def similar_blocks(similar: Iterable[SimilarIncident], titles: Mapping[str, str] | None = None, *,
+                   level: int = 2) -> list[Block]:
+    """Reported incidents like this session: what happened, its cause, how alike, and the link
+    to its thread (nothing when there are none)."""
+    items: list[Inline] = [
+        [Span(incident.summary + " — "), Span((titles or {}).get(incident.cause, incident.cause) + " ("),
+         code(incident.cause), Span(f"), {round(incident.score * 100)}% alike: "), link(incident.source)]
+        for incident in similar
+    ]
+    return [Heading(level, "Similar reported incidents"), ItemList(items)] if items else []
+
+
+def similar_markdown(similar: Iterable[SimilarIncident], titles: Mapping[str, str] | None = None, *,
+                     heading: str = "##") -> str:
+    """The similar reported incidents as Markdown (see :func:`similar_blocks`)."""
+    return to_markdown(similar_blocks(similar, titles, level=len(heading)))
+
+
 def why_markdown(why: Why) -> str:
     return to_markdown(why_blocks(why))
 
@@ -267,6 +288,8 @@ def session_blocks(session: Session, *, hang_lines: Sequence[str] = (), probes: 
     if related:
         out += [Heading(2, phrase("possibly_related", plan.lang)),
                 ItemList([f"{d.title} ({_percent(d.confidence)})" for d in related[:3 if brief else None]])]
+    out += similar_blocks(session.similar(limit=BRIEF_SIMILAR if brief else None),
+                          {c: cause.title for c, cause in session.doctor.kb.causes.items()})
     if supported or not empty_hint or (plan.collect and (session.texts or session.logs)):
         out += plan_blocks(plan, {d.id: d.title for d in diagnoses})
     else:

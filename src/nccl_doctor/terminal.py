@@ -26,7 +26,7 @@ def _text(text: Inline, style: str = "") -> Text:
     spans = [Span(text)] if isinstance(text, str) else text
     out = Text(style=style)
     for span in spans:
-        out.append(span.text, style=_STYLES.get(span.style, ""))
+        out.append(span.text, style=f"link {span.text}" if span.style == "link" else _STYLES.get(span.style, ""))
     return out
 
 

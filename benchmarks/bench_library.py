@@ -1,0 +1,113 @@
+"""Benchmark: the incident library scored leave-one-out, with and without case-based evidence.
+
+Each incident of ``kb/incidents/`` is told to a fresh session the way a user would give it (its
+``reporter`` words as ``tell``, its ``log`` lines as a log; with ``--knows`` its ``knows`` facts
+too), with the incident itself left out of the library (``leave_out``), so it is never
+its own evidence and does not count in the priors. It counts as found at rank k when the k-th
+diagnosis carries a fix whose text (title, steps, commands) matches one of its
+``expected_remedy_any`` regexes, as ../shared/eval/score.py does; an incident without regexes
+counts when the diagnosis carries its recorded ``fix``. Prints top-1 / top-3 with and without
+case-based evidence, and how many incidents are among the similar incidents shown for their own
+description (nothing left out).
+
+``--cases FILE`` scores a file of cases in the dev set's format instead (symptom, log,
+expected_remedy_any), leaving out every incident with the same ``source``, so a blind round
+stays blind after its cases join the library.
+
+    python benchmarks/bench_library.py [--kb DIR] [--knows] [--misses] [--cases FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from nccl_doctor import load_doctor
+
+
+def fix_text(fix: dict[str, Any]) -> str:
+    return "\n".join([str(fix.get("title", "")), *map(str, fix.get("steps") or []), *map(str, fix.get("commands") or [])])
+
+
+def rank(session, expected: list[str], fix_id: str = "") -> int | None:
+    """The 0-based rank of the first diagnosis with a matching fix, or None."""
+    patterns = [re.compile(p, re.IGNORECASE) for p in expected]
+    for index, diagnosis in enumerate(session.diagnoses()):
+        for fix in diagnosis.fixes:
+            if (any(p.search(fix_text(fix)) for p in patterns) if patterns else fix["id"] == fix_id):
+                return index
+    return None
+
+
+def tell(session, text: str, log: str, facts: dict[str, Any] | None = None) -> None:
+    if text:
+        session.tell(text)
+    if log:
+        session.add_log(log.splitlines(), name="log")
+    for name, value in (facts or {}).items():
+        if name in session.doctor.kb.facts:
+            try:
+                session.set_fact(name, value)
+            except Exception:  # noqa: BLE001 - a value the KB's fact type does not take says nothing
+                pass
+
+
+def cases_of(doctor, path: Path | None, knows: bool) -> list[dict[str, Any]]:
+    """(id, text, log, facts, expected, fix, exclude) for each incident or case."""
+    if path is None:
+        return [{"id": i.id, "text": i.reporter, "log": i.log, "facts": dict(i.knows) if knows else {},
+                 "expected": list(i.expected_remedy_any), "fix": i.fix, "exclude": [i.id], "cause": i.cause}
+                for i in doctor.kb.incidents.values()]
+    import yaml
+
+    return [{"id": c["id"], "text": c.get("symptom", ""), "log": c.get("log") or "",
+             "facts": dict(c.get("facts") or {}) if knows else {}, "expected": list(c["expected_remedy_any"]),
+             "fix": "", "exclude": [c["source"]], "cause": ""}
+            for c in yaml.safe_load(path.read_text())]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kb", type=Path, help="KB folder (default: the packaged one)")
+    parser.add_argument("--cases", type=Path, help="score a dev-format case file instead of the library")
+    parser.add_argument("--knows", action="store_true", help="also set the facts each incident knows")
+    parser.add_argument("--misses", action="store_true", help="list what is not first with case-based evidence")
+    opts = parser.parse_args()
+    doctor = load_doctor(opts.kb)
+    cases = cases_of(doctor, opts.cases, opts.knows)
+    if not cases:
+        print("no incidents to score", file=sys.stderr)
+        return 2
+    figures = {}
+    for case_based in (False, True):
+        top1 = top3 = 0
+        for case in cases:
+            session = doctor.session(leave_out=case["exclude"], case_based=case_based)
+            tell(session, case["text"], case["log"], case["facts"])
+            found = rank(session, case["expected"], case["fix"])
+            top1 += found == 0
+            top3 += found is not None and found < 3
+            if case_based and opts.misses and found != 0:
+                shown = [d.id for d in session.diagnoses()[:3]]
+                print(f"miss {case['id']} [{case['cause']}]: rank {None if found is None else found + 1}, "
+                      f"top {shown}, similar {[(i.cause, round(i.score, 2)) for i in session.similar()[:3]]}")
+        figures[case_based] = (top1, top3)
+    n = len(cases)
+    what = opts.cases.name if opts.cases else f"{n} incidents, leave-one-out"
+    for case_based, label in ((False, "rules and words only  "), (True, "with similar incidents")):
+        top1, top3 = figures[case_based]
+        print(f"{label}: top1 {100 * top1 / n:.0f}% ({top1}/{n}) top3 {100 * top3 / n:.0f}% ({top3}/{n})  [{what}]")
+    if opts.cases is None:
+        own = 0
+        for case in cases:
+            session = doctor.session()
+            tell(session, case["text"], case["log"], case["facts"])
+            own += any(i.id == case["id"] for i in session.similar())
+        print(f"shown among the similar incidents for its own description: {own}/{n}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
