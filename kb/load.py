@@ -8,6 +8,7 @@ YAML is read with the safe loader only, once per file. Every problem is reported
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,23 +50,37 @@ class Problem:
 
 def kb_files(directory: Path = DATA_DIR) -> list[Path]:
     """The YAML files of a KB folder, recursively: vocabulary/, then causes/, then incidents/,
-    then any other file (a flat folder of files, as tests write them), each group by path."""
+    then any other file (a flat folder of files, as tests write them), each group by path.
+    Hidden files and folders are skipped; symbolic links to folders are not followed."""
     directory = Path(directory)
     if not directory.is_dir():
         raise KBError([Problem(str(directory), 0, "", "no such knowledge-base folder")])
-    found = [p for p in directory.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()
-             and not any(part.startswith(".") for part in p.relative_to(directory).parts)]
-
-    def order(path: Path) -> tuple[int, str]:
-        top = path.relative_to(directory).parts[0]
-        return (LAYOUT.index(top) if top in LAYOUT else len(LAYOUT), path.relative_to(directory).as_posix())
-
-    return sorted(found, key=order)
+    found: list[tuple[int, str, Path]] = []
+    pending = [(str(directory), "")]
+    while pending:  # os.scandir: a start walks this folder every time, pathlib's rglob costs more
+        folder, prefix = pending.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                label = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((entry.path, label + "/"))
+                elif entry.name.endswith((".yaml", ".yml")) and entry.is_file():
+                    top = label.split("/", 1)[0]
+                    found.append((LAYOUT.index(top) if top in LAYOUT else len(LAYOUT), label, Path(entry.path)))
+    found.sort(key=lambda item: item[:2])
+    return [path for _, _, path in found]
 
 
 def _label(path: Path, root: Path | None) -> str:
+    if root is None:
+        return path.name
+    text, base = str(path), str(root).rstrip(os.sep)
+    if text.startswith(base + os.sep):
+        return text[len(base) + 1:].replace(os.sep, "/")
     try:
-        return path.relative_to(root).as_posix() if root else path.name
+        return path.relative_to(root).as_posix()
     except ValueError:
         return path.as_posix()
 
@@ -75,7 +90,8 @@ def content_key(paths: list[Path], root: Path | None = None) -> str:
     digest = hashlib.sha256()
     for path in paths:
         digest.update(_label(path, root).encode() + b"\0")
-        digest.update(path.read_bytes())
+        with open(path, "rb") as handle:
+            digest.update(handle.read())
         digest.update(b"\0")
     return digest.hexdigest()[:32]
 

@@ -174,3 +174,41 @@ def test_a_copy_of_the_packaged_kb_in_the_layout_loads(tmp_path):
     copy = tmp_path / "kb"
     shutil.copytree(DATA_DIR, copy, ignore=shutil.ignore_patterns("*.py", "*.json", "__pycache__"))
     assert len(load_files(kb_files(copy), copy).causes) == len(load_files(kb_files(DATA_DIR), DATA_DIR).causes)
+
+
+def test_a_start_walks_and_hashes_the_kb_folder_once(tmp_path, monkeypatch):
+    """load_doctor's memo key and the artifact's key come from one walk and one hash."""
+    import nccl_doctor
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "mini.yaml").write_text(MINI)
+    calls = {"walk": 0, "hash": 0}
+
+    def counted(name, real):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        return call
+
+    from nccl_doctor.kb import load
+
+    for module in (knowledge, load):  # wherever a caller takes them from
+        monkeypatch.setattr(module, "kb_files", counted("walk", load.kb_files))
+        monkeypatch.setattr(module, "content_key", counted("hash", load.content_key))
+    nccl_doctor.load_doctor(folder)  # builds the artifact
+    nccl_doctor._DOCTORS.clear()
+    calls.update(walk=0, hash=0)
+    assert nccl_doctor.load_doctor(folder).kb.causes["c"].title == "Old title"  # from the cache
+    assert calls == {"walk": 1, "hash": 1}
+
+
+def test_the_walk_skips_hidden_entries_and_orders_the_layout(tmp_path):
+    for name in ("incidents/b.yaml", "causes/net/a.yaml", "vocabulary/v.yml", "extra.yaml", ".git/x.yaml",
+                 "causes/.hidden.yaml", "causes/notes.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "causes" / "dir.yaml").mkdir()
+    found = [p.relative_to(tmp_path).as_posix() for p in kb_files(tmp_path)]
+    assert found == ["vocabulary/v.yml", "causes/net/a.yaml", "incidents/b.yaml", "extra.yaml"]

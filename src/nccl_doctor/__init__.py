@@ -60,14 +60,13 @@ def load_doctor(kb_dir: str | Path | None = None) -> Doctor:
     """
     import os
 
-    from .kb.load import DATA_DIR, content_key, kb_files
-    from .knowledge import load_knowledge
+    from .knowledge import kb_source, load_knowledge
 
-    folder = Path(kb_dir or os.environ.get("NCCL_DOCTOR_KB") or DATA_DIR)
-    key = f"{folder.resolve()}|{content_key(kb_files(folder), folder)}"
+    source = kb_source(kb_dir or os.environ.get("NCCL_DOCTOR_KB") or None)  # the files walked and hashed once
+    key = f"{source[0].resolve()}|{source[2]}"
     with _LOCK:
         doctor = _DOCTORS.get(key)
         if doctor is None:
-            kb, extras = load_knowledge(folder)
+            kb, extras = load_knowledge(source=source)
             doctor = _DOCTORS[key] = Doctor(kb, extras=extras)
         return doctor

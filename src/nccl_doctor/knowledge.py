@@ -17,7 +17,7 @@ from typing import Any
 from .kb.artifact import ARTIFACT_VERSION, ArtifactError, KnowledgeBase, build_artifact, read_artifact
 from .kb.load import DATA_DIR, content_key, kb_files, load_models
 
-__all__ = ["load_knowledge", "cache_dir", "KEEP_ARTIFACTS"]
+__all__ = ["load_knowledge", "kb_source", "cache_dir", "KEEP_ARTIFACTS"]
 
 KEEP_ARTIFACTS = 16  # several KB folders (--kb DIR, checkouts) each keep theirs
 
@@ -27,13 +27,21 @@ def cache_dir() -> Path:
     return Path(base) / "nccl-doctor"
 
 
-def load_knowledge(directory: str | Path | None = None, *, use_cache: bool = True) -> tuple[KnowledgeBase, dict[str, Any]]:
-    """The KB folder (the packaged one by default) and the artifact's start-up parts (symptom
-    needles, the relevance index, the incidents' profiles), from the cache or compiled now.
-    Raises ``KBError``."""
+def kb_source(directory: str | Path | None = None) -> tuple[Path, list[Path], str]:
+    """The KB folder (the packaged one by default), its YAML files and the artifact key: a hash
+    of the files' contents and of the code that builds the artifact. A start computes this once."""
     folder = Path(directory or DATA_DIR)
     paths = kb_files(folder)
-    key = f"{ARTIFACT_VERSION}-{content_key(paths + _builder_sources(), folder)}"
+    return folder, paths, f"{ARTIFACT_VERSION}-{content_key(paths + _builder_sources(), folder)}"
+
+
+def load_knowledge(directory: str | Path | None = None, *, use_cache: bool = True,
+                   source: tuple[Path, list[Path], str] | None = None) -> tuple[KnowledgeBase, dict[str, Any]]:
+    """The KB folder (the packaged one by default) and the artifact's start-up parts (symptom
+    needles, the relevance index, the incidents' profiles), from the cache or compiled now.
+    ``source`` is :func:`kb_source` of the folder when the caller has it already.
+    Raises ``KBError``."""
+    folder, paths, key = source if source is not None else kb_source(directory)
     use_cache = use_cache and not os.environ.get("NCCL_DOCTOR_NO_CACHE")
     path = cache_dir() / f"kb-{key}.json"
     if use_cache:
