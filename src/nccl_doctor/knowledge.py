@@ -49,7 +49,9 @@ def load_knowledge(directory: str | Path | None = None, *, use_cache: bool = Tru
         if cached is not None:
             return cached
     artifact = _compile(paths, folder, key)
-    text = json.dumps(artifact, ensure_ascii=False, separators=(",", ":"))
+    # ASCII with \u escapes: the Chinese texts would make the whole text a wide string, which
+    # decodes and parses about a fifth slower (54 against 43 ms CPU for the packaged KB)
+    text = json.dumps(artifact, ensure_ascii=True, separators=(",", ":"))
     if use_cache:
         _write(path, text)
     return read_artifact(text, key=key)
@@ -61,7 +63,7 @@ def _builder_sources() -> list[Path]:
 
     kb_dir = Path(artifact.__file__).resolve().parent  # found through the import system: editable or not
     engine_dir = kb_dir.parent / "engine"
-    return [kb_dir / "schema.py", kb_dir / "load.py", kb_dir / "artifact.py", kb_dir / "needles.py",
+    return [Path(__file__).resolve(), kb_dir / "schema.py", kb_dir / "load.py", kb_dir / "artifact.py", kb_dir / "needles.py",
             engine_dir / "relevance.py", engine_dir / "matching.py", engine_dir / "compiled.py",
             engine_dir / "conditions.py", engine_dir / "questions.py", engine_dir / "values.py",
             engine_dir / "consult_model.py", engine_dir / "chaining.py", engine_dir / "certainty.py",
