@@ -14,7 +14,8 @@ from re import _parser
 
 __all__ = ["needles"]
 
-MIN_NEEDLE = 3  # shorter ASCII literals occur everywhere and prefilter nothing
+MIN_NEEDLE = 2  # single ASCII letters occur everywhere and prefilter nothing; a set of two-letter
+# alternatives ("pc", "tp") still spares compiling a pattern the text cannot match
 MAX_ALTERNATIVES = 24
 
 _Needles = frozenset[str] | None  # None: no needle (anything may match)

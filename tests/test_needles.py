@@ -1,0 +1,58 @@
+"""The literal needles that gate symptom patterns: every match contains one, so skipping a pattern
+whose needles are absent never loses a match (and a start compiles only the patterns it needs)."""
+from __future__ import annotations
+
+import yaml
+
+from nccl_doctor.kb.load import DATA_DIR, kb_files, load_files
+from nccl_doctor.kb.needles import needles
+from nccl_doctor.kb.patterns import compile_pattern
+
+DEV_SET = "/work/shared/eval/dev.yaml"
+
+
+def test_two_letter_alternatives_gate_a_pattern():
+    assert needles(r"\b(a|an|one)\s+(workstation|pc|box)\b") == ["box", "pc", "workstation"]
+    assert needles(r"\b(tp|pp)[ _-]?size\s*=\s*[2-9]") == ["size"]
+    assert needles(r"\b(tp|pp)\s*=\s*[2-9]") == ["pp", "tp"]
+
+
+def test_single_letters_and_optional_parts_gate_nothing():
+    assert needles(r"\b(a|b)\s+\d+") == []
+    assert needles(r"(hang)?\s*\d+") == []
+
+
+def test_the_longer_needle_set_wins():
+    assert needles(r"\b(no|not)\s+(hang|hangs|stall)") == ["hang", "hangs", "stall"]
+
+
+def _texts(kb) -> list[str]:
+    texts = []
+    for item in list(kb.symptoms.values()) + list(kb.rules.values()):
+        for example in list(item.examples.fires) + list(item.examples.silent):
+            texts += [t for t in (example.get("text"), example.get("log")) if t]
+    try:
+        with open(DEV_SET, encoding="utf-8") as handle:
+            texts += [c.get("symptom") or "" for c in yaml.safe_load(handle)]
+    except OSError:
+        pass
+    return texts
+
+
+def test_every_match_of_a_kb_symptom_pattern_contains_a_needle():
+    kb = load_files(kb_files(DATA_DIR), DATA_DIR)
+    texts = _texts(kb)
+    checked = 0
+    for symptom in kb.symptoms.values():
+        for pattern in symptom.patterns:
+            gate = needles(pattern)
+            if not gate:
+                continue
+            regex = compile_pattern(pattern, ignore_case=True)
+            for text in texts:
+                for line in text.splitlines():
+                    found = regex.search(line)
+                    if found:
+                        checked += 1
+                        assert any(n in found.group(0).lower() for n in gate), (symptom.id, pattern, line)
+    assert checked > 500
