@@ -187,9 +187,11 @@ def _from_layout(kb: KnowledgeBase, layout: dict, symptom_needles: dict) -> Comp
     """The compiled KB from an artifact's layout: no rule is walked and nothing is re-checked
     (the artifact was built with ``validate``)."""
     reads, sets, needs = layout["reads"], layout["sets"], layout.get("needs", {})
-    rules = tuple(
-        CompiledRule(rule, order, _LazyPredicate(rule.when, kb.facts), frozenset(reads[rule.id]),
-                     tuple((name, value) for name, value in sets.get(rule.id, ())), frozenset(needs.get(rule.id, ())))
+    facts = kb.facts
+    rules = tuple(  # id and evidence given, so the frozen instance sets nothing after __init__
+        CompiledRule(rule, order, _LazyPredicate(rule.when, facts), frozenset(reads[rule.id]),
+                     tuple(map(tuple, sets.get(rule.id, ()))), frozenset(needs.get(rule.id, ())), rule.id,
+                     tuple((e.cause, e.strength) for e in rule.then.evidence))
         for order, rule in enumerate(implication_rules(kb) + list(kb.rules.values()))
     )
     by_fact: dict[str, list[int]] = defaultdict(list)
