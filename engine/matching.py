@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from rapidfuzz import fuzz, process
-
 from .compiled import CompiledKB
+from .fuzzy import close_words, partial_ratio
 from .negation import fine_after, negated_span, negated_words
 
 __all__ = ["SymptomMatch", "SignatureHit", "match_symptoms", "scan_lines", "clean_line", "tokens", "last_error_line", "LAST_ERROR"]
@@ -94,8 +94,7 @@ class _TextIndex:
                     break
                 scores[candidate] = 1.0
         if len(word) >= 5 and len(self.unique) <= _FUZZY_LIMIT:
-            for candidate, ratio, _ in process.extract(word, self.unique, scorer=fuzz.ratio,
-                                                       score_cutoff=85, limit=None):
+            for candidate, ratio in close_words(word, self.unique, 85):
                 if len(candidate) >= 4 and not _narrows(word, candidate):
                     scores.setdefault(candidate, ratio / 100)
         found = sorted((i, s) for w, s in scores.items() for i in self.positions[w])
@@ -136,7 +135,7 @@ def _phrase_score(phrase_words: list[str], index: _TextIndex, fine_cancels: bool
     return best
 
 
-def _cjk_score(phrase: str, text: str, fine_cancels: bool = False) -> float:
+def _cjk_score(phrase: str, text: str, fine_cancels: bool = False, chars: Counter[str] | None = None) -> float:
     at = text.find(phrase)
     while at >= 0:
         end = at + len(phrase)
@@ -146,7 +145,7 @@ def _cjk_score(phrase: str, text: str, fine_cancels: bool = False) -> float:
     if phrase in text:
         return 0.0
     if len(phrase) >= 4:
-        score = fuzz.partial_ratio(phrase, text)
+        score = partial_ratio(phrase, text, 85, chars)
         if score >= 85:
             return score / 100
     return 0.0
@@ -160,6 +159,7 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     # driven into long backtracking by a huge run of text.
     lines = [line[:_PATTERN_LINE_CHARS] for line in text.splitlines() if line.strip()]
     matches: list[SymptomMatch] = []
+    chars: Counter[str] | None = None  # the text's characters, counted once for fuzzy CJK phrases
     for symptom in ckb.kb.symptoms.values():
         best: SymptomMatch | None = None
         for gate in ckb.symptom_patterns.get(symptom.id, ()):
@@ -174,7 +174,9 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
         if best is None:
             for phrase in symptom.phrases:
                 if _CJK.search(phrase):
-                    score = _cjk_score(phrase.lower(), lowered, symptom.fine_cancels)
+                    if chars is None:
+                        chars = Counter(lowered)
+                    score = _cjk_score(phrase.lower(), lowered, symptom.fine_cancels, chars)
                 else:
                     score = _phrase_score([w for w in tokens(phrase) if w not in _STOP] or tokens(phrase), index,
                                           symptom.fine_cancels)

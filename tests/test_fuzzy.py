@@ -1,0 +1,73 @@
+"""engine/fuzzy.py gives rapidfuzz's figures (so matching is unchanged) without importing it for
+short texts."""
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+from rapidfuzz import fuzz, process
+
+from nccl_doctor.engine import fuzzy
+
+
+def test_ratio_equals_rapidfuzz_for_every_length_and_overlap():
+    for len_a in range(1, 31):
+        for len_b in range(1, 31):
+            for common in range(min(len_a, len_b) + 1):
+                a = "a" * common + "b" * (len_a - common)
+                b = "c" * (len_b - common) + "a" * common
+                assert fuzzy.ratio(a, b) == fuzz.ratio(a, b), (a, b)
+    assert fuzzy.ratio("", "") == fuzz.ratio("", "")
+
+
+def test_ratio_equals_rapidfuzz_on_random_words():
+    rng = random.Random(7)
+    for _ in range(20_000):
+        a = "".join(rng.choice("abcdeé卡") for _ in range(rng.randint(1, 14)))
+        b = "".join(rng.choice("abcdeé卡") for _ in range(rng.randint(1, 14)))
+        assert fuzzy.ratio(a, b) == fuzz.ratio(a, b), (a, b)
+
+
+def _extract(word: str, words: list[str]) -> list[tuple[str, float]]:
+    return sorted((w, s) for w, s, _ in process.extract(word, words, scorer=fuzz.ratio, score_cutoff=85, limit=None))
+
+
+def test_close_words_finds_what_process_extract_finds():
+    rng = random.Random(11)
+    vocabulary = ["initialization", "initialisation", "hang", "hangs", "hanging", "timeout", "timeoutt", "nccl",
+                  "allreduce", "all_reduce", "socket", "sockets", "infiniband", "infinband", "rendezvous", "rendevous"]
+    for size in (1, 3, fuzzy.PYTHON_WORDS, fuzzy.PYTHON_WORDS + 1, 60):
+        for _ in range(50):
+            words = sorted({rng.choice(vocabulary) + rng.choice(["", "", "s", "x"]) for _ in range(size)})
+            for word in vocabulary:
+                assert sorted(fuzzy.close_words(word, words, 85)) == _extract(word, words), (word, words)
+
+
+def test_partial_ratio_above_the_cutoff_equals_rapidfuzz():
+    rng = random.Random(5)
+    alphabet = "训练卡住初始化超时通信ab "
+    for _ in range(5_000):
+        a = "".join(rng.choice(alphabet) for _ in range(rng.randint(4, 8)))
+        b = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+        expected = fuzz.partial_ratio(a, b)
+        assert fuzzy.partial_ratio(a, b, 85) == (expected if expected >= 85 else 0.0), (a, b)
+    for phrase, text in [("训练卡住了", "training hangs at init"), ("第一次allreduce", "allreduce hangs"),
+                         ("第一次allreduce", "it hangs in allreduce"), ("第一次allreduce", "第一次allreduce"),
+                         ("第一次allreduce", "the first allreduce"), ("allreduce", "第一次allreduce")]:
+        expected = fuzz.partial_ratio(phrase, text)
+        assert fuzzy.partial_ratio(phrase, text, 85) == (expected if expected >= 85 else 0.0), (phrase, text)
+    for _ in range(5_000):  # Chinese phrases with English in them, against English texts
+        a = "".join(rng.choice("第一次") for _ in range(rng.randint(0, 3))) + rng.choice(["allreduce", "nccl", "gpu"])
+        b = " ".join(rng.choice(["allreduce", "allreduc", "hangs", "nccl", "at", "gpu", "init"])
+                     for _ in range(rng.randint(1, 6)))
+        expected = fuzz.partial_ratio(a, b)
+        assert fuzzy.partial_ratio(a, b, 85) == (expected if expected >= 85 else 0.0), (a, b)
+
+
+def test_a_short_description_does_not_import_rapidfuzz():
+    code = ("import sys, nccl_doctor; s = nccl_doctor.load_doctor().session(); s.tell('the allreduce timout'); "
+            "s.diagnoses(); print('rapidfuzz' in sys.modules, [(m['phrase'], m['score']) for m in s.symptom_matches])")
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert done.stdout.startswith("False ["), done.stdout
+    assert "('timeout', 0.923)" in done.stdout  # the typo matched fuzzily, in Python
