@@ -212,3 +212,16 @@ def test_the_walk_skips_hidden_entries_and_orders_the_layout(tmp_path):
     (tmp_path / "causes" / "dir.yaml").mkdir()
     found = [p.relative_to(tmp_path).as_posix() for p in kb_files(tmp_path)]
     assert found == ["vocabulary/v.yml", "causes/net/a.yaml", "incidents/b.yaml", "extra.yaml"]
+
+
+def test_a_map_whose_keys_name_dict_methods_keeps_the_methods():
+    """Records are built by the JSON parser itself; a map keyed like dict methods (a document of
+    terms, env variables) still reads by key and keeps items()/keys()."""
+    from nccl_doctor.kb.artifact import runtime
+
+    kb = runtime({"fixes": {"f": {"id": "f", "env": {"items": "1", "keys": "2", "NCCL_IB_HCA": "mlx5"}}}})
+    env = kb.fixes["f"].env
+    assert dict(env.items()) == {"items": "1", "keys": "2", "NCCL_IB_HCA": "mlx5"} and env["keys"] == "2"
+    assert kb.fixes["f"].id == "f"
+    with pytest.raises(TypeError):
+        env["items"] = "3"
