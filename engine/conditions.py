@@ -7,7 +7,6 @@ is the one way to test for absence.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from typing import TYPE_CHECKING
 
@@ -28,11 +27,6 @@ Truth = tuple[bool | None, float]
 Predicate = Callable[[Mapping[str, FactRecord]], Truth]
 
 _UNKNOWN: Truth = (None, 0.0)
-
-
-@dataclass(frozen=True)
-class _Problem(Exception):
-    message: str
 
 
 def comparisons(cond: "Condition") -> list[str]:

@@ -29,7 +29,6 @@ from .priors import library_priors
 from .consult_model import ConsultModel
 from .questions import answer_options, leading_causes, rank_questions
 from .relevance import RELEVANCE, RelevanceIndex
-from .state import STATE_FORMAT, STATE_VERSION, read_state
 from .results import Diagnosis, EvidenceItem, How, Plan, Question, Why
 from .similarity import SIMILAR, IncidentIndex, Profile, SimilarIncident, similar_text, words
 from .similarity import evidence as similar_evidence
@@ -52,6 +51,16 @@ __all__ = [
 
 MAX_TEXT_CHARS = 200_000
 MAX_LINE_CHARS = 8_192
+
+
+def __getattr__(name: str) -> Any:
+    """``STATE_FORMAT`` and ``STATE_VERSION`` from :mod:`.state`, which is imported only when a
+    state is saved or read (a one-shot start does neither)."""
+    if name in ("STATE_FORMAT", "STATE_VERSION"):
+        from . import state
+
+        return getattr(state, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 _LATER_WINS = {"answer", "cli", "probe"}
 #: The KB fact the session sets when log lines arrive (a log, or error lines in the user's words),
 #: so that questions asking for a log can be conditioned on it (``asked_when``).
@@ -488,6 +497,8 @@ class Session:
     # ------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
         """The session's state as a JSON-ready dict (see :meth:`to_json`)."""
+        from .state import STATE_FORMAT, STATE_VERSION
+
         return {
             "format": STATE_FORMAT,
             "version": STATE_VERSION,
@@ -521,6 +532,8 @@ class Session:
         the fact sources the state may claim, so a server can refuse a client's forged probe
         result. A bad state raises :class:`StateError` naming the field.
         """
+        from .state import read_state
+
         saved = read_state(doctor.kb, text, sources)
         session = cls(doctor, leave_out=saved.leave_out, case_based=saved.case_based)
         session._text_signatures = None  # the texts are scanned again when similar incidents are asked for
