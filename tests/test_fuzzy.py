@@ -6,9 +6,17 @@ import random
 import subprocess
 import sys
 
+import pytest
 from rapidfuzz import fuzz, process
 
 from nccl_doctor.engine import fuzzy
+
+
+@pytest.fixture(autouse=True)
+def _python_first(monkeypatch):
+    """Each test starts as a fresh process does: rapidfuzz not yet taken, the budget whole."""
+    monkeypatch.setattr(fuzzy, "_rapidfuzz", None)
+    monkeypatch.setattr(fuzzy, "_budget", fuzzy.PYTHON_BUDGET)
 
 
 def test_ratio_equals_rapidfuzz_for_every_length_and_overlap():
@@ -39,9 +47,20 @@ def test_close_words_finds_what_process_extract_finds():
                   "allreduce", "all_reduce", "socket", "sockets", "infiniband", "infinband", "rendezvous", "rendevous"]
     for size in (1, 3, fuzzy.PYTHON_WORDS, fuzzy.PYTHON_WORDS + 1, 60):
         for _ in range(50):
+            fuzzy._rapidfuzz, fuzzy._budget = None, fuzzy.PYTHON_BUDGET  # keep the Python path under test
             words = sorted({rng.choice(vocabulary) + rng.choice(["", "", "s", "x"]) for _ in range(size)})
             for word in vocabulary:
                 assert sorted(fuzzy.close_words(word, words, 85)) == _extract(word, words), (word, words)
+
+
+def test_after_the_budget_rapidfuzz_scores_the_same(monkeypatch):
+    words = ["hang", "hangs", "timout", "initialisation", "nccl"]
+    first = sorted(fuzzy.close_words("timeout", words, 85))
+    assert first == _extract("timeout", words) and fuzzy._rapidfuzz is None
+    monkeypatch.setattr(fuzzy, "_budget", 0)
+    assert sorted(fuzzy.close_words("timeout", words, 85)) == first and fuzzy._rapidfuzz is not None
+    assert fuzzy.partial_ratio("第一次allreduce", "第一次allreduce hangs", 85) == fuzz.partial_ratio(
+        "第一次allreduce", "第一次allreduce hangs")
 
 
 def test_partial_ratio_above_the_cutoff_equals_rapidfuzz():
@@ -51,17 +70,20 @@ def test_partial_ratio_above_the_cutoff_equals_rapidfuzz():
         a = "".join(rng.choice(alphabet) for _ in range(rng.randint(4, 8)))
         b = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
         expected = fuzz.partial_ratio(a, b)
+        fuzzy._rapidfuzz = None  # the bound, not rapidfuzz, decides each time
         assert fuzzy.partial_ratio(a, b, 85) == (expected if expected >= 85 else 0.0), (a, b)
     for phrase, text in [("训练卡住了", "training hangs at init"), ("第一次allreduce", "allreduce hangs"),
                          ("第一次allreduce", "it hangs in allreduce"), ("第一次allreduce", "第一次allreduce"),
                          ("第一次allreduce", "the first allreduce"), ("allreduce", "第一次allreduce")]:
         expected = fuzz.partial_ratio(phrase, text)
+        fuzzy._rapidfuzz = None
         assert fuzzy.partial_ratio(phrase, text, 85) == (expected if expected >= 85 else 0.0), (phrase, text)
     for _ in range(5_000):  # Chinese phrases with English in them, against English texts
         a = "".join(rng.choice("第一次") for _ in range(rng.randint(0, 3))) + rng.choice(["allreduce", "nccl", "gpu"])
         b = " ".join(rng.choice(["allreduce", "allreduc", "hangs", "nccl", "at", "gpu", "init"])
                      for _ in range(rng.randint(1, 6)))
         expected = fuzz.partial_ratio(a, b)
+        fuzzy._rapidfuzz = None  # the bound, not rapidfuzz, decides each time
         assert fuzzy.partial_ratio(a, b, 85) == (expected if expected >= 85 else 0.0), (a, b)
 
 
