@@ -2,13 +2,15 @@
 whose needles are absent never loses a match (and a start compiles only the patterns it needs)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 from nccl_doctor.kb.load import DATA_DIR, kb_files, load_files
 from nccl_doctor.kb.needles import needles
 from nccl_doctor.kb.patterns import compile_pattern
 
-DEV_SET = "/work/shared/eval/dev.yaml"
+DEV_SET = Path(__file__).resolve().parents[2] / "shared" / "eval" / "dev.yaml"  # used when beside the checkout
 
 
 def test_two_letter_alternatives_gate_a_pattern():
