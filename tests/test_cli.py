@@ -125,8 +125,32 @@ def test_no_arguments_without_terminal_prints_usage():
     assert done.returncode == 2 and b"diagnose --symptom" in done.stderr
 
 
-def test_kb_subcommands():
-    assert run("kb", "lint").returncode == 0
+# A KB small enough that `kb lint` runs in a moment: the packaged KB's lint and its examples are
+# tests/test_kb_lint.py's and tests/test_kb_examples.py's (in process, each example once).
+CLEAN_KB = """
+facts:
+  - {id: seen, type: bool, question: Seen?, zh: {question: 看到了吗？}}
+rules:
+  - id: r
+    description: Seen means c.
+    when: {fact: seen}
+    then: {evidence: [{cause: c, strength: 0.5}]}
+    examples: {fires: [{facts: {seen: true}}], silent: [{facts: {seen: false}}]}
+causes:
+  - {id: c, title: C, zh: {title: 丙}, area: network, explanation: x, fixes: [f], references: ['https://example.org']}
+fixes:
+  - {id: f, title: F, steps: [s]}
+"""
+
+
+def test_kb_subcommands(tmp_path):
+    (tmp_path / "kb.yaml").write_text(CLEAN_KB)
+    clean = run("kb", "lint", "--kb", str(tmp_path))
+    assert clean.returncode == 0, clean.stderr.decode() + clean.stdout.decode()
+    (tmp_path / "kb.yaml").write_text(CLEAN_KB.replace("silent: [{facts: {seen: false}}]", "silent: [{facts: {seen: true}}]"))
+    failing = run("kb", "lint", "--kb", str(tmp_path))  # the CLI's lint runs the examples too
+    assert failing.returncode == 1
+    assert "kb.yaml:5 [r]: example: rule r fired on silent example 0" in failing.stdout.decode() + failing.stderr.decode()
     stats = json.loads(run("kb", "stats", "--json").stdout)
     assert stats["causes"] >= 1 and stats["signatures"] >= 1
     assert run("kb", "schema", "--check").returncode == 0

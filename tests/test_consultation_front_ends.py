@@ -11,7 +11,6 @@ import sys
 
 import pytest
 
-from nccl_doctor import load_doctor
 from nccl_doctor import cli
 from nccl_doctor.tui.app import DoctorApp
 from nccl_doctor.tui.conversation_screen import ConversationScreen
@@ -78,8 +77,8 @@ def prompted(monkeypatch, session, replies: list[str]) -> list:
     return asked
 
 
-def test_cli_prompts_never_ask_the_known_and_start_with_evidence(monkeypatch, capsys):
-    session = load_doctor().session()
+def test_cli_prompts_never_ask_the_known_and_start_with_evidence(doctor, monkeypatch, capsys):
+    session = doctor.session()
     session.tell("2-node DDP training launched with torchrun hangs at init_process_group")
     asked = prompted(monkeypatch, session, ["?"] * 8 + ["no"] * 4)
     assert asked[0].kind == "evidence"
@@ -88,16 +87,16 @@ def test_cli_prompts_never_ask_the_known_and_start_with_evidence(monkeypatch, ca
     assert "don't know" in capsys.readouterr().out
 
 
-def test_cli_prompts_take_a_pasted_error_line(monkeypatch):
-    session = load_doctor().session()
+def test_cli_prompts_take_a_pasted_error_line(doctor, monkeypatch):
+    session = doctor.session()
     session.tell("the job errors out during NCCL set-up, inside Docker")
     asked = prompted(monkeypatch, session, ["Error while creating shared memory segment /dev/shm/nccl-pZafXL (size 9637888)", ""])
     assert asked[0].id == "first_error_line"
     assert session.diagnoses()[0].id == "shm_too_small"
 
 
-def test_cli_prompts_in_chinese(monkeypatch, capsys):
-    session = load_doctor().session()
+def test_cli_prompts_in_chinese(doctor, monkeypatch, capsys):
+    session = doctor.session()
     session.tell("训练在初始化阶段卡住")
     prompted(monkeypatch, session, ["?", "否", "不知道"])
     out = capsys.readouterr().out

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nccl_doctor import load_doctor
 
 #: ../shared/eval beside the checkout (or beside a folder of worktrees).
 SHARED = next((p / "shared" / "eval" for p in Path(__file__).resolve().parents if (p / "shared" / "eval").is_dir()),
@@ -29,8 +28,7 @@ def _told(doctor, incident, **options):
     return session
 
 
-def test_every_incident_is_similar_to_its_own_description():
-    doctor = load_doctor()
+def test_every_incident_is_similar_to_its_own_description(doctor):
     incidents = list(doctor.kb.incidents.values())
     assert len(incidents) >= 200
     missing = [i.id for i in incidents if i.id not in {s.id for s in _told(doctor, i).similar()}]

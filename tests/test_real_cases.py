@@ -24,14 +24,12 @@ from pathlib import Path
 
 import yaml
 
-from nccl_doctor import load_doctor
-
 PENDING = Path(__file__).parent / "cases" / "real_cases.yaml"
 MIN_TOP1, MIN_TOP3 = 0.70, 0.82
 
 
-def _incidents() -> list[dict]:
-    return sorted(load_doctor().kb.incidents.values(), key=lambda i: i["id"])
+def _incidents(doctor) -> list[dict]:
+    return sorted(doctor.kb.incidents.values(), key=lambda i: i["id"])
 
 
 def _pending() -> list[dict]:
@@ -55,13 +53,9 @@ def _is_right(incident: dict, diagnosis) -> bool:
     return any(p.search(_fix_text(fix)) for fix in diagnosis.fixes for p in patterns)
 
 
-def _rank(incident: dict) -> tuple[int | None, list[str]]:
+def _rank(leave_one_out, incident: dict) -> tuple[int | None, list[str]]:
     # Left out of the library while it is scored, so an incident is never its own evidence.
-    session = load_doctor().session(leave_out=[incident["source"]])
-    session.tell(incident["reporter"])
-    if incident.get("log"):
-        session.add_log(incident["log"].splitlines())
-    diagnoses = session.diagnoses()
+    diagnoses = leave_one_out.diagnoses(incident)
     top = [d.id for d in diagnoses[:3]]
     for rank, diagnosis in enumerate(diagnoses):
         if _is_right(incident, diagnosis):
@@ -69,8 +63,8 @@ def _rank(incident: dict) -> tuple[int | None, list[str]]:
     return None, top
 
 
-def test_library_holds_the_real_cases():
-    incidents = _incidents()
+def test_library_holds_the_real_cases(doctor):
+    incidents = _incidents(doctor)
     by_collection = Counter(i["collected"] for i in incidents)
     assert by_collection["real-cases"] + len(_pending()) >= 196 and by_collection["dev-set"] >= 19, by_collection
     for incident in incidents + _pending():
@@ -78,8 +72,8 @@ def test_library_holds_the_real_cases():
         assert incident["reporter"].strip(), incident["id"]
 
 
-def test_pending_cases_are_not_in_the_library():
-    library = {i["id"] for i in _incidents()} | {i["source"] for i in _incidents()}
+def test_pending_cases_are_not_in_the_library(doctor):
+    library = {i["id"] for i in _incidents(doctor)} | {i["source"] for i in _incidents(doctor)}
     for case in _pending():
         assert case["id"] not in library and case["source"] not in library, case["id"]
         assert case["expected_remedy_any"], case["id"]
@@ -87,9 +81,9 @@ def test_pending_cases_are_not_in_the_library():
             re.compile(pattern)
 
 
-def test_right_fix_is_ranked_high_across_the_library():
-    incidents = _incidents() + _pending()
-    ranks = {i["id"]: _rank(i) for i in incidents}
+def test_right_fix_is_ranked_high_across_the_library(doctor, leave_one_out):
+    incidents = _incidents(doctor) + _pending()
+    ranks = {i["id"]: _rank(leave_one_out, i) for i in incidents}
     top1 = sum(r == 0 for r, _ in ranks.values()) / len(ranks)
     top3 = sum(r is not None and r < 3 for r, _ in ranks.values()) / len(ranks)
     misses = "\n".join(f"  {iid}: rank {r}, ranked {top}" for iid, (r, top) in ranks.items()

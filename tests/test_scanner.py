@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from _packaged import packaged_kb
 from nccl_doctor.engine.matching import scan_lines
 from nccl_doctor.ingest import read_file
 from nccl_doctor.logs import LogProblem
@@ -12,11 +13,9 @@ from nccl_doctor.logs import LogProblem
 BACKENDS = pytest.mark.parametrize("use_hyperscan", [True, False], ids=["hyperscan", "python-re"])
 
 
-def example_lines(doctor) -> list[str]:
-    from nccl_doctor.kb.load import DATA_DIR, kb_files, load_files
-
+def example_lines() -> list[str]:
     lines = []
-    for sig in load_files(kb_files(DATA_DIR)).signatures.values():
+    for sig in packaged_kb().signatures.values():
         for example in sig.examples.fires + sig.examples.silent:
             lines.extend(example.log.splitlines())
     return lines
@@ -27,7 +26,7 @@ def example_lines(doctor) -> list[str]:
 def test_chunk_scan_matches_line_scan(doctor, tmp_path, use_hyperscan, chunk_bytes):
     rng = random.Random(7)
     noise = [f"node{r}:{r}:{r} [{r % 8}] NCCL INFO Channel {r:02d}/0 : {r}[{r}] -> {r + 1}[{r + 1}] via P2P/IPC" for r in range(50)]
-    lines = example_lines(doctor) * 3 + noise * 20
+    lines = example_lines() * 3 + noise * 20
     rng.shuffle(lines)
     path = tmp_path / "mixed.log"
     path.write_text("\n".join(lines) + "\n")
