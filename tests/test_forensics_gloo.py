@@ -21,7 +21,8 @@ from nccl_doctor import load_doctor
 from nccl_doctor.forensics import analyze_paths, load_dump
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.slow
+# one worker runs the module: its fixture runs the gloo jobs once (about 30 s, mostly waiting)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("gloo_runs")]
 
 WORKER = Path(__file__).with_name("_forensics_worker.py")
 

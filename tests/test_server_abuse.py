@@ -24,6 +24,9 @@ pytest.importorskip("uvicorn")
 from nccl_doctor.server import Limits, create_app  # noqa: E402
 from nccl_doctor.server.connections import _no_delay  # noqa: E402
 
+# one worker runs the module: its live server is started once
+pytestmark = pytest.mark.xdist_group("server_abuse")
+
 STATE = {"format": "nccl-doctor-session", "version": 1}
 
 

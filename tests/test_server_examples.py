@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+# one worker runs the module: one server for the example bots
+pytestmark = pytest.mark.xdist_group("server_examples")
 ROOT = Path(__file__).resolve().parents[1]
 SEED_002 = ("all_reduce times out with DistBackendError, and after I set NCCL_SOCKET_IFNAME it fails "
             "at once with ncclInvalidUsage saying the interface cannot be found")

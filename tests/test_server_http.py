@@ -19,6 +19,9 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
+# one worker runs the module: one server process for all its tests
+pytestmark = pytest.mark.xdist_group("server_http")
+
 MAX_BODY = 1 << 20  # the server under test runs with a 1 MiB body limit
 MAX_LOG = 512 << 10
 SEED_002 = ("all_reduce times out with DistBackendError, and after I set NCCL_SOCKET_IFNAME it fails "
