@@ -241,6 +241,15 @@ def test_an_inference_engine_on_ray_is_not_blamed_on_ray_trains_interface_defaul
     assert "ray_default_ifname" not in session.fired_rules()
 
 
+def test_an_interface_setting_that_never_reached_the_workers_stays_the_interface(doctor):
+    session = doctor.session()
+    session.tell("vLLM serving across a two-node Ray cluster fails to start; setting NCCL_DEBUG and the "
+                 "socket interface variables seemed to have no effect, no debug output at all")
+    session.answer("nccl_socket_ifname_set", True)
+    assert "eip_engine_multinode_nccl_fine_stall" not in session.fired_rules()
+    assert session.diagnoses()[0].id == "nccl_ifname_wrong"
+
+
 # ------------------------------------------------------------------------ information gain
 def test_gain_weighs_answers_by_their_chance_and_dont_know(doctor):
     session = doctor.session()
