@@ -386,7 +386,9 @@ def _bench():
 
 
 def test_consultation_benchmark_quick_subset(doctor):
-    """Every 8th incident: asking must beat not asking and a fixed order, and rarely hurt."""
+    """Every 8th incident: asking must beat not asking and a fixed order, and rarely hurt (none of
+    these 46 at the time of writing; a true answer that sends the right cause down is a rule too
+    broad or a question missing, see BENCHMARKS.md (7))."""
     bench = _bench()
     incidents = [i for i in doctor.kb.incidents.values() if i.knows][::8]
     assert len(incidents) >= 20
@@ -394,4 +396,4 @@ def test_consultation_benchmark_quick_subset(doctor):
     engine, fixed, none = (bench.summary(results[s], 6) for s in ("engine", "fixed", "none"))
     assert engine[0] > none[0] and engine[0] > fixed[0], (engine, fixed, none)
     assert engine[1] <= 3
-    assert engine[3] <= 10
+    assert engine[3] <= 5, engine
