@@ -166,6 +166,90 @@ def test_the_state_keeps_an_evidence_answer(doctor):
     assert "log_given" not in again.facts()
 
 
+# ------------------------------------------------------- true answers that must not mislead
+def _certainties(session) -> dict[str, float]:
+    return {c: round(v, 9) for c, v in session._inference().certainties().items()}
+
+
+@pytest.mark.parametrize("text", [
+    "2-node training hangs at init",
+    "vLLM tensor parallel on 8 GPUs freezes after serving for a while",
+    "DDP training with early stopping hangs when the main process stops",
+])
+def test_dont_know_moves_no_cause(doctor, text):
+    session = doctor.session()
+    session.tell(text)
+    before = _certainties(session)
+    for _ in range(6):
+        question = session.next_question()
+        if question is None:
+            break
+        session.dont_know(question.id)
+        assert _certainties(session) == before, question.id
+
+
+def test_one_machine_says_nothing_against_missing_ranks(doctor):
+    """nproc below the world size on one box leaves ranks missing as surely as on many."""
+    session = doctor.session()
+    session.tell("torchrun --nproc_per_node=2 on an 8-GPU box hangs at init_process_group")
+    before = session._inference().certainty("rendezvous_ranks_missing")
+    session.answer("multi_node", False)
+    assert session._inference().certainty("rendezvous_ranks_missing") >= before
+
+
+def test_a_rank_leaving_the_loop_early_asks_about_per_rank_state(doctor):
+    session = doctor.session()
+    session.tell("DDP training with a patience setting: when early stopping triggers the main process "
+                 "stops but the other GPU processes keep waiting forever")
+    session.answer("ranks_leave_loop_early", True)
+    assert "per_rank_value_steers_flow" in [q.id for q in session.questions(limit=40)]
+    session.answer("per_rank_value_steers_flow", True)
+    assert session.diagnoses()[0].id == "rank_state_diverges"
+
+
+@pytest.mark.parametrize("text", [
+    "DeepSpeed training runs until the first checkpoint save, then every rank hangs",
+    "Since I added a log call of the epoch time, my PyTorch Lightning DDP training freezes after epoch 1",
+])
+def test_rank0_work_that_runs_a_collective_stays_a_hidden_collective(doctor, text):
+    session = doctor.session()
+    session.tell(text)
+    assert session.diagnoses()[0].id == "hidden_collective_on_some_ranks"
+    session.answer("rank0_only_work", True)
+    assert session.diagnoses()[0].id == "hidden_collective_on_some_ranks"
+
+
+def test_a_qp_timeout_on_roce_points_at_the_gid_index(doctor):
+    session = doctor.session()
+    session.tell("two-node all_reduce_perf over RoCE fails during QP setup with GID index 1; index 3 works")
+    session.answer("first_error_line", "ibvwrap.cc: NCCL WARN Call to ibv_modify_qp failed with error Connection timed out")
+    assert session.diagnoses()[0].id == "roce_gid_index_wrong"
+
+
+def test_a_plugin_missing_libfabric_symbols_is_the_libfabric_on_the_path(doctor):
+    session = doctor.session()
+    session.tell("FSDP on our EFA cluster is much slower than it should be; NCCL does not use the OFI plugin")
+    session.answer("first_error_line", "NCCL INFO NET/Plugin : dlerror=/opt/amazon/efa/lib/libfabric.so.1: "
+                   "version `FABRIC_1.7' not found (required by /env/lib/libnccl-net.so) No plugin found")
+    assert session.diagnoses()[0].id == "efa_libfabric_env_wrong"
+
+
+def test_an_inference_engine_on_ray_is_not_blamed_on_ray_trains_interface_default(doctor):
+    session = doctor.session()
+    session.tell("vLLM tensor parallel across a Ray cluster fails at startup with NCCL unhandled cuda error")
+    session.answer("multi_node", True)
+    assert "ray_default_ifname" not in session.fired_rules()
+
+
+def test_an_interface_setting_that_never_reached_the_workers_stays_the_interface(doctor):
+    session = doctor.session()
+    session.tell("vLLM serving across a two-node Ray cluster fails to start; setting NCCL_DEBUG and the "
+                 "socket interface variables seemed to have no effect, no debug output at all")
+    session.answer("nccl_socket_ifname_set", True)
+    assert "eip_engine_multinode_nccl_fine_stall" not in session.fired_rules()
+    assert session.diagnoses()[0].id == "nccl_ifname_wrong"
+
+
 # ------------------------------------------------------------------------ information gain
 def test_gain_weighs_answers_by_their_chance_and_dont_know(doctor):
     session = doctor.session()
@@ -302,7 +386,9 @@ def _bench():
 
 
 def test_consultation_benchmark_quick_subset(doctor):
-    """Every 8th incident: asking must beat not asking and a fixed order, and rarely hurt."""
+    """Every 8th incident: asking must beat not asking and a fixed order, and rarely hurt (none of
+    these 46 at the time of writing; a true answer that sends the right cause down is a rule too
+    broad or a question missing, see BENCHMARKS.md (7))."""
     bench = _bench()
     incidents = [i for i in doctor.kb.incidents.values() if i.knows][::8]
     assert len(incidents) >= 20
@@ -310,4 +396,4 @@ def test_consultation_benchmark_quick_subset(doctor):
     engine, fixed, none = (bench.summary(results[s], 6) for s in ("engine", "fixed", "none"))
     assert engine[0] > none[0] and engine[0] > fixed[0], (engine, fixed, none)
     assert engine[1] <= 3
-    assert engine[3] <= 10
+    assert engine[3] <= 5, engine
