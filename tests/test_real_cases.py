@@ -9,10 +9,6 @@ and regexes that a correct fix's text must match. They were used to find gaps in
 are a regression floor, not a blind measure. The session sees only what the reporter said and
 showed (``reporter`` and ``log``), never the incident's cause, fix or ``knows``.
 
-Cases that name a root cause the KB has no cause for yet wait in tests/cases/real_cases.yaml (same
-format as ../shared/eval/dev.yaml) and are scored here with the incidents, so that no case drops
-out of the floor before it moves into the library.
-
 The floor is for the set as a whole - no single incident is pinned, so no rule can be written to
 pass one incident - and a failure lists every miss with what was ranked instead.
 """
@@ -20,23 +16,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from pathlib import Path
-
-import yaml
-
-PENDING = Path(__file__).parent / "cases" / "real_cases.yaml"
 MIN_TOP1, MIN_TOP3 = 0.70, 0.82
 
 
 def _incidents(doctor) -> list[dict]:
     return sorted(doctor.kb.incidents.values(), key=lambda i: i["id"])
-
-
-def _pending() -> list[dict]:
-    """Cases waiting for a KB cause, in the incidents' shape (``reporter`` is their ``symptom``)."""
-    if not PENDING.exists():
-        return []
-    return [{**case, "reporter": case["symptom"]} for case in yaml.safe_load(PENDING.read_text()) or []]
 
 
 def _fix_text(fix: dict) -> str:
@@ -66,23 +50,14 @@ def _rank(leave_one_out, incident: dict) -> tuple[int | None, list[str]]:
 def test_library_holds_the_real_cases(doctor):
     incidents = _incidents(doctor)
     by_collection = Counter(i["collected"] for i in incidents)
-    assert by_collection["real-cases"] + len(_pending()) >= 196 and by_collection["dev-set"] >= 19, by_collection
-    for incident in incidents + _pending():
+    assert by_collection["real-cases"] >= 196 and by_collection["dev-set"] >= 19, by_collection
+    for incident in incidents:
         assert incident["source"].startswith("https://"), incident["id"]
         assert incident["reporter"].strip(), incident["id"]
 
 
-def test_pending_cases_are_not_in_the_library(doctor):
-    library = {i["id"] for i in _incidents(doctor)} | {i["source"] for i in _incidents(doctor)}
-    for case in _pending():
-        assert case["id"] not in library and case["source"] not in library, case["id"]
-        assert case["expected_remedy_any"], case["id"]
-        for pattern in case["expected_remedy_any"]:
-            re.compile(pattern)
-
-
 def test_right_fix_is_ranked_high_across_the_library(doctor, leave_one_out):
-    incidents = _incidents(doctor) + _pending()
+    incidents = _incidents(doctor)
     ranks = {i["id"]: _rank(leave_one_out, i) for i in incidents}
     top1 = sum(r == 0 for r, _ in ranks.values()) / len(ranks)
     top3 = sum(r is not None and r < 3 for r, _ in ranks.values()) / len(ranks)
