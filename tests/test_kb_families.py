@@ -41,6 +41,19 @@ FAMILY_INSTANCES = [
     ("train.py: error: unrecognized arguments: --local-rank=0", "rank_env_mapping_wrong", ["LOCAL_RANK"]),
     ("workers start minutes apart because of node autoscaling and then fail with RendezvousClosedError",
      "rendezvous_join_window_too_short", ["last_call_timeout"]),
+    # Round 11a: serving-engine layouts, shapes per rank, JAX start-up, teardown after an error.
+    ("SGLang with --enable-dp-attention deadlocks once traffic is mixed", "engine_parallel_layout_bug",
+     ["is_extend_in_batch"]),
+    ("vllm serve with --pipeline-parallel-size 2 and --tensor-parallel-size 4 freezes while capturing CUDA graphs",
+     "engine_parallel_layout_bug", ["fused all-reduce + RMSNorm"]),
+    ("the all_gather of the model outputs hangs; I pad dynamically in each batch", "collective_mismatch_conditional",
+     ["pad_across_processes"]),
+    ("jax.distributed.initialize fails with DEADLINE_EXCEEDED on RegisterTask after a preemption restart",
+     "rendezvous_join_window_too_short", ["initialization_timeout"]),
+    ("LLM(model=m, data_parallel_size=4) never returns any output", "engine_dp_single_process", ["VLLM_DP_RANK"]),
+    ("training under mpirun crashes at start, but with torchrun it works", "rank_env_mapping_wrong", ["LOCAL_RANK"]),
+    ("a rank failed with an NCCL error and the slurm job stayed running for hours as a zombie holding GPU memory",
+     "teardown_hang", ["os._exit"]),
 ]
 
 
