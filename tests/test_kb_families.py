@@ -91,7 +91,8 @@ def _rank(leave_one_out, incident: dict) -> int | None:
     return None
 
 
-@pytest.mark.parametrize("name", ["round-8-program.yaml", "round-8-launch.yaml"])
+# round-11-program scored blind at 48 % / 62 % before the KB changed for it; the floor guards those changes.
+@pytest.mark.parametrize("name", ["round-8-program.yaml", "round-8-launch.yaml", "round-11-program.yaml"])
 def test_round8_incidents_floor(leave_one_out, name):
     incidents = _incidents(name)
     ranks = {i["id"]: _rank(leave_one_out, i) for i in incidents}
@@ -99,3 +100,4 @@ def test_round8_incidents_floor(leave_one_out, name):
     top3 = sum(r is not None and r < 3 for r in ranks.values()) / len(ranks)
     misses = ", ".join(f"{k}: {r}" for k, r in ranks.items() if r != 0)
     assert top1 >= 0.85 and top3 >= 0.9, f"top1 {top1:.0%} top3 {top3:.0%}; not first: {misses}"
+
