@@ -63,6 +63,19 @@ FAMILY_INSTANCES = [
      "coordinator_bind_address", ["JAX_COORDINATOR_BIND_ADDRESS"]),
     ("the job sometimes hangs; runs that avoid a particular machine work fine; not all nodes are identical",
      "prebuilt_extension_wrong_host", ["TORCH_EXTENSIONS_DIR"]),
+    # Round 11a: serving-engine layouts, shapes per rank, JAX start-up, teardown after an error.
+    ("SGLang with --enable-dp-attention deadlocks once traffic is mixed", "engine_parallel_layout_bug",
+     ["is_extend_in_batch"]),
+    ("vllm serve with --pipeline-parallel-size 2 and --tensor-parallel-size 4 freezes while capturing CUDA graphs",
+     "engine_parallel_layout_bug", ["fused all-reduce + RMSNorm"]),
+    ("the all_gather of the model outputs hangs; I pad dynamically in each batch", "collective_mismatch_conditional",
+     ["pad_across_processes"]),
+    ("jax.distributed.initialize fails with DEADLINE_EXCEEDED on RegisterTask after a preemption restart",
+     "rendezvous_join_window_too_short", ["initialization_timeout"]),
+    ("LLM(model=m, data_parallel_size=4) never returns any output", "engine_dp_single_process", ["VLLM_DP_RANK"]),
+    ("training under mpirun crashes at start, but with torchrun it works", "rank_env_mapping_wrong", ["LOCAL_RANK"]),
+    ("a rank failed with an NCCL error and the slurm job stayed running for hours as a zombie holding GPU memory",
+     "teardown_hang", ["os._exit"]),
 ]
 
 
@@ -100,7 +113,9 @@ def _rank(leave_one_out, incident: dict) -> int | None:
     return None
 
 
-@pytest.mark.parametrize("name", ["round-8-program.yaml", "round-8-launch.yaml", "round-9-10-program.yaml"])
+# round-11-program scored blind at 48 % / 62 % before the KB changed for it; the floor guards those changes.
+@pytest.mark.parametrize("name", ["round-8-program.yaml", "round-8-launch.yaml", "round-9-10-program.yaml",
+                                  "round-11-program.yaml"])
 def test_round8_incidents_floor(leave_one_out, name):
     incidents = _incidents(name)
     ranks = {i["id"]: _rank(leave_one_out, i) for i in incidents}
@@ -108,3 +123,4 @@ def test_round8_incidents_floor(leave_one_out, name):
     top3 = sum(r is not None and r < 3 for r in ranks.values()) / len(ranks)
     misses = ", ".join(f"{k}: {r}" for k, r in ranks.items() if r != 0)
     assert top1 >= 0.85 and top3 >= 0.9, f"top1 {top1:.0%} top3 {top3:.0%}; not first: {misses}"
+
