@@ -676,7 +676,7 @@ class Session:
         """All evidence: the rules, relevance and similar incidents."""
         state = self._chained()
         if not self._weighed:
-            if self._case_based and self.doctor.kb.get("incidents"):
+            if self._case_based and self.doctor.kb.get("incidents") and (self._texts or _points_anywhere(state)):
                 state.similar = tuple(self.doctor.incidents.similar(self.profile(), self._leave_out))
                 for cause_id, (strength, found) in similar_evidence(state.similar).items():
                     state.evidence.setdefault(cause_id, []).append((SIMILAR, strength))
@@ -704,6 +704,12 @@ class Session:
             }
             items.append(EvidenceItem(rule_id, rule.description, round(contribution, 3), facts))
         return items
+
+
+def _points_anywhere(state: Inference) -> bool:
+    """Whether some rule already counts for a cause: a session with neither a description nor such
+    a rule reports no problem and gets no similar incidents (see :mod:`engine.similarity`)."""
+    return any(strength > 0 for items in state.evidence.values() for _, strength in items)
 
 
 def _fill(value: Value, captures: Mapping[str, str]) -> Value:

@@ -20,7 +20,9 @@ incident's own description). A fact both know with different values subtracts
 :data:`CONFLICT` times the square of the incident's feature weight from the dot product (clamped
 at 0), as if it had matched with the opposite sign. Features the library never uses do not
 count; an incident sharing fewer than :data:`MIN_SHARED` features with the session is not
-compared at all (one common word is chance).
+compared at all (one common word is chance). A session is compared only when the user described
+something or a rule already counts for some cause: a healthy log and the cluster's ordinary facts
+report no problem, and incidents that share the environment are not evidence of one.
 
 **Evidence.** The :data:`TOP` most similar incidents at or above :data:`MIN_SIMILARITY` are the
 session's *similar incidents* (front ends show them with their links). Each votes for its cause
