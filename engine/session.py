@@ -1,4 +1,4 @@
-"""The session API: one :class:`Doctor` per KB, one :class:`Session` per conversation.
+"""The session API: one :class:`Doctor` per KB (:mod:`.doctor`), one :class:`Session` per conversation.
 
 Every front end (the one-shot CLI, the TUI, the HTTP server, embedding bots) drives these two
 objects and holds no diagnosis logic of its own. Nothing here does I/O: logs arrive as
@@ -13,10 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputTooLarge, SessionError, StateError, UnknownFact
-from ..kb.artifact import KnowledgeBase
 from .certainty import RAISE_THRESHOLD
 from .chaining import Inference, infer
-from .compiled import CompiledKB, compile_kb
 from .explain import how as explain_how
 from .explain import relevance_text
 from .explain import why as explain_why
@@ -27,10 +25,11 @@ from .memory import SOURCE_PRIORITY, FactRecord, Source
 from .plan import build_plan
 from .priors import library_priors
 from .consult_model import ConsultModel
+from .doctor import Doctor
 from .questions import answer_options, leading_causes, rank_questions
-from .relevance import RELEVANCE, RelevanceIndex
+from .relevance import RELEVANCE
 from .results import Diagnosis, EvidenceItem, How, Plan, Question, Why
-from .similarity import SIMILAR, IncidentIndex, Profile, SimilarIncident, similar_text, words
+from .similarity import SIMILAR, Profile, SimilarIncident, similar_text, words
 from .similarity import evidence as similar_evidence
 from .values import Value, ValueProblem, coerce
 
@@ -78,73 +77,6 @@ class LogSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "lines": self.lines, "hits": self.hits}
-
-
-class Doctor:
-    """A compiled knowledge base; share one between threads and sessions.
-
-    What a Doctor holds never changes after construction, except caches filled on first use
-    (compiled rule conditions and regexes, the relevance and incident indexes, the consultation
-    model): each is computed from the read-only KB alone, so concurrent first uses at worst
-    compute an equal value twice. ``extras`` are the KB artifact's start-up parts (symptom
-    needles, the relevance index, the incidents' profiles, the consultation model's statistics).
-    """
-
-    def __init__(self, kb: KnowledgeBase, *, validate: bool = False, extras: Mapping[str, Any] | None = None):
-        extras = extras or {}
-        self._ckb = compile_kb(kb, validate=validate, symptom_needles=extras.get("symptom_needles"),
-                               layout=extras.get("layout"))
-        saved_options = extras.get("options")
-        self._options = {k: list(v) for k, v in saved_options.items()} if saved_options is not None else answer_options(self._ckb)
-        self._consult: ConsultModel | None = None
-        self._consult_saved = extras.get("consult")
-        saved = extras.get("relevance")
-        self._relevance: RelevanceIndex | None = RelevanceIndex(state=saved) if saved else None
-        self._incidents_state: str | None = extras.get("similarity")
-        self._incidents: IncidentIndex | None = None
-
-    @property
-    def relevance(self) -> RelevanceIndex:
-        """The KB's text index for relevance evidence (built on first use when the artifact had none)."""
-        if self._relevance is None:
-            self._relevance = RelevanceIndex(self._ckb.kb)
-        return self._relevance
-
-    @property
-    def consult_model(self) -> ConsultModel:
-        """What question ranking needs from the KB (built on first use)."""
-        if self._consult is None:
-            self._consult = ConsultModel(self._ckb, self._options, self._consult_saved)
-        return self._consult
-
-    @property
-    def incidents(self) -> IncidentIndex:
-        """The incident library's profiles for case-based evidence: read from the artifact on first
-        use, or computed when it had none (each incident's description read like a session's)."""
-        if self._incidents is None:
-            library = self.kb.get("incidents", {})
-            if isinstance(self._incidents_state, str):
-                self._incidents = IncidentIndex.from_state(self._incidents_state, library)
-            else:
-                self._incidents = IncidentIndex({i: incident_profile(self, i) for i in library}, library)
-        return self._incidents
-
-    @property
-    def kb(self) -> KnowledgeBase:
-        return self._ckb.kb
-
-    @property
-    def compiled(self) -> CompiledKB:
-        return self._ckb
-
-    @property
-    def answer_options(self) -> Mapping[str, list[Value]]:
-        return self._options
-
-    def session(self, *, lang: str | None = None, leave_out: Iterable[str] = (), case_based: bool = True) -> "Session":
-        """Start a new conversation (in ``lang``; by default the language the user writes; see
-        :class:`Session` for the other options)."""
-        return Session(self, lang=lang, leave_out=leave_out, case_based=case_based)
 
 
 class Session:
