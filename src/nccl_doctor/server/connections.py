@@ -3,7 +3,9 @@
 uvicorn's HTTP/1.1 protocol (h11) with three additions:
 
 - a request must arrive whole (headers and body) within ``request_timeout_s`` of the
-  connection opening or of the previous response, else the connection is closed;
+  connection opening or of the previous response, else the connection is closed; this is
+  also the keep-alive idle time, longer than common clients' own expiry (httpx: 5 s) so the
+  client closes an idle connection first and never sends on one the server is closing;
 - at most ``max_connections_per_client`` connections per client address and
   ``max_connections`` in all; when a cap is reached, the oldest connection that is waiting
   for a request (idle or still sending one) is closed to make room, so silent connections

@@ -47,7 +47,8 @@ class Limits:
     budget_s: float = field(default=10.0,
         metadata={"help": "engine time for one request before it is stopped"})
     request_timeout_s: float = field(default=20.0,
-        metadata={"help": "to send a request's headers and body"})
+        metadata={"help": "to send a request's headers and body; also how long an idle kept-alive connection "
+                      "is held (keep it above clients' own idle expiry, 5 s for httpx)"})
     max_connections: int = field(default=2_048,
         metadata={"help": "open connections, all clients together"})
     max_connections_per_client: int = field(default=512,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import ipaddress
+import math
 import os
 import socket
 import sys
@@ -126,7 +127,11 @@ def serve_main(argv: list[str]) -> int:
     if not _is_loopback(args.host):
         print("warning: listening beyond this machine; the API has no authentication - put it behind "
               "your own proxy", file=sys.stderr)
-    config = uvicorn.Config(app, log_level=args.log_level, http=guarded_protocol(limits), timeout_keep_alive=5,
+    config = uvicorn.Config(app, log_level=args.log_level, http=guarded_protocol(limits),
+                            # an idle kept-alive connection is closed by the guard after request_timeout_s;
+                            # uvicorn's own 5 s equals httpx's client-side expiry, and a server that closes
+                            # first races a client sending its next request on that connection (ReadError)
+                            timeout_keep_alive=max(1, math.ceil(limits.request_timeout_s)) + 1,
                             limit_concurrency=None, timeout_graceful_shutdown=max(1, round(limits.drain_s)))
     server = uvicorn.Server(config)
     try:
