@@ -22,332 +22,28 @@ rank and host. Nothing waits forever: a hung operation is abandoned at its deadl
 What a failure means: a rank missing at the store (firewall, wrong MASTER_ADDR, a node that did
 not start); a difference between ranks (mismatched images or settings); an operation that hangs
 on every rank (a path between nodes is blocked) or on all but one (that rank is the culprit).
+
+This module runs the rank's life and rank 0's verdict; ``cluster_rank`` is one rank's identity,
+state file and host information, ``cluster_ops`` the timed collectives, ``cluster_compare`` the
+cross-rank checks.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import socket
 import sys
-import threading
 import time
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "OPS", "bus_factor"]
+from .cluster_compare import compare
+from .cluster_ops import OPS, run_ops
+from .cluster_rank import ProbeRank, host_info
 
-OPS = ("init", "barrier", "all_reduce", "all_gather", "broadcast", "send_recv")
-_PER_RANK_VARS = {"RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "CUDA_VISIBLE_DEVICES", "SLURM_PROCID",
-                  "SLURM_LOCALID", "SLURM_NODEID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                  "OMPI_COMM_WORLD_NODE_RANK", "PMI_RANK", "PMIX_RANK"}
-_COMPARED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "GLOO_", "FI_", "UCX_", "OMPI_MCA_btl",
-                      "OMPI_MCA_pml", "OMPI_MCA_oob", "MASTER_")
-_COMPARED_NAMES = ("WORLD_SIZE", "LD_PRELOAD")
-INJECT_VAR = "NCCL_DOCTOR_PROBE_INJECT"  # test hook: "hang:<op>:<rank>" or "exit:<op>:<rank>"
+__all__ = ["main", "run_rank", "probe_stub"]
 
 
-def bus_factor(op: str, n: int) -> float:
-    """busbw = algbw × this factor (nccl-tests' definition)."""
-    if op == "all_reduce":
-        return 2 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter"):
-        return (n - 1) / n
-    return 1.0
-
-
-def _first_int(env, *names) -> int | None:
-    for name in names:
-        if name in env:
-            try:
-                return int(env[name])
-            except ValueError:
-                return None
-    return None
-
-
-def identity(env) -> tuple[int, int, int]:
-    rank = _first_int(env, "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
-    world = _first_int(env, "WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
-    local = _first_int(env, "LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
-    if rank is None or world is None:
-        raise SystemExit("nccl-doctor cluster probe: no RANK/WORLD_SIZE (or SLURM_PROCID/SLURM_NTASKS, "
-                         "OMPI_COMM_WORLD_RANK/SIZE): run it under torchrun, srun or mpirun")
-    return rank, world, local if local is not None else 0
-
-
-class _Rank:
-    def __init__(self, args, env):
-        self.args, self.env = args, env
-        self.rank, self.world, self.local_rank = identity(env)
-        self.host = socket.gethostname()
-        self.out = Path(args.out)
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.file = self.out / f"rank{self.rank}.json"
-        self.state: dict[str, Any] = {"rank": self.rank, "world_size": self.world, "host": self.host,
-                                      "local_rank": self.local_rank, "phase": "started", "ops": [],
-                                      "started": time.time()}
-        inject = env.get(INJECT_VAR, "")
-        parts = inject.split(":")
-        self.inject = (parts[0], parts[1], int(parts[2])) if len(parts) == 3 and parts[2].isdigit() else None
-
-    def save(self, **changes) -> None:
-        self.state.update(changes)
-        tmp = self.file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state, indent=1, default=str))
-        os.replace(tmp, self.file)
-
-    def injected(self, op: str) -> None:
-        if self.inject and self.inject[1] == op and self.inject[2] == self.rank:
-            self.save(phase=f"injected {self.inject[0]} before {op}")
-            if self.inject[0] == "exit":
-                os._exit(3)
-            while True:
-                time.sleep(3600)
-
-
-# ----------------------------------------------------------------------------- host information
-def host_info(r: _Rank) -> dict[str, Any]:
-    """What this rank knows about its host (host probes isolated under a deadline)."""
-    from .api import relevant_env, run_probes
-    from .host.network import list_interfaces
-    from .host.versions import nccl_version
-
-    env = relevant_env(r.env)
-    info: dict[str, Any] = {"rank": r.rank, "host": r.host, "local_rank": r.local_rank,
-                            "env": {k: v for k, v in env.items() if _compared(k)}}
-    info["interfaces"] = [vars(i) for i in list_interfaces()]
-    try:
-        st = os.statvfs("/dev/shm")
-        info["shm_mb"] = st.f_blocks * st.f_frsize // 2**20
-    except OSError:
-        info["shm_mb"] = 0
-    import torch  # the rank needs it anyway for the collectives
-
-    info["versions"] = {"torch": torch.__version__, "cuda": torch.version.cuda or "",
-                        "nccl": nccl_version(torch) if torch.distributed.is_nccl_available() else ""}
-    info["gpus"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    info["facts"], info["findings"] = {}, []
-    if not r.args.no_host_probes:
-        results = run_probes(None, deadline=r.args.host_deadline, env=r.env)
-        for res in results:
-            info["facts"].update(res.facts)
-            info["findings"].extend(f"{res.name}: {f}" for f in res.findings)
-            if res.status in ("timeout", "crashed"):
-                info["findings"].append(f"{res.name}: {res.status} ({res.detail})")
-        # Under a launcher MASTER_PORT is bound by the launcher's own store (or ours): expected.
-        info["facts"].pop("probe_master_port_bound_here", None)
-        if "driver_version" in info["facts"]:
-            info["versions"]["driver"] = str(info["facts"]["driver_version"])
-    return info
-
-
-def _compared(name: str) -> bool:
-    return ((name.startswith(_COMPARED_PREFIXES) or name in _COMPARED_NAMES) and name not in _PER_RANK_VARS
-            and not name.startswith("NCCL_DOCTOR_"))
-
-
-# ----------------------------------------------------------------------------- collectives
-def _device(backend: str, local_rank: int):
-    import torch
-
-    if backend == "nccl":
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
-
-
-def run_ops(r: _Rank, store, backend: str) -> list[dict[str, Any]]:
-    """Each operation under a hard deadline, in a thread we can abandon; stops at the first failure."""
-    import torch
-    import torch.distributed as dist
-
-    n, rank = r.world, r.rank
-    elems = max(r.args.size // 4, n)
-    elems -= elems % n
-    device = _device(backend, r.local_rank)
-    results: list[dict[str, Any]] = []
-
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    def timed(op: str, fn, nbytes: int, check) -> dict[str, Any]:
-        fn()  # warm-up
-        sync()
-        start = time.perf_counter()
-        for _ in range(r.args.iters):
-            fn()
-        sync()
-        seconds = (time.perf_counter() - start) / r.args.iters
-        entry: dict[str, Any] = {"seconds": seconds}
-        if nbytes:
-            algbw = nbytes / seconds / 1e9
-            entry.update(bytes=nbytes, algbw_gbps=round(algbw, 3), busbw_gbps=round(algbw * bus_factor(op, n), 3))
-        entry["correct"] = bool(check())
-        return entry
-
-    def do(op: str) -> dict[str, Any]:
-        if op == "init":
-            start = time.perf_counter()
-            from torch.distributed import PrefixStore
-
-            dist.init_process_group(backend, store=PrefixStore("pg", store), rank=rank, world_size=n,
-                                    timeout=timedelta(seconds=max(r.args.deadline * 3, 30)))
-            return {"seconds": time.perf_counter() - start}
-        if op == "barrier":
-            start = time.perf_counter()
-            if backend == "nccl":
-                dist.barrier(device_ids=[r.local_rank])
-            else:
-                dist.barrier()
-            sync()
-            return {"seconds": time.perf_counter() - start}
-        if op == "all_reduce":
-            t = torch.empty(elems, device=device)
-
-            def fn():
-                t.fill_(rank + 1)
-                dist.all_reduce(t)
-            return timed(op, fn, elems * 4, lambda: bool((t == n * (n + 1) / 2).all()))
-        if op == "all_gather":
-            piece = elems // n
-            src = torch.full((piece,), float(rank + 1), device=device)
-            outs = [torch.empty(piece, device=device) for _ in range(n)]
-            return timed(op, lambda: dist.all_gather(outs, src), piece * n * 4,
-                         lambda: all(bool((o == i + 1).all()) for i, o in enumerate(outs)))
-        if op == "broadcast":
-            t = torch.empty(elems, device=device)
-
-            def fn():
-                t.fill_(42.0 if rank == 0 else 0.0)
-                dist.broadcast(t, 0)
-            return timed(op, fn, elems * 4, lambda: bool((t == 42.0).all()))
-        if op == "send_recv":
-            if n < 2:
-                return {"seconds": 0.0, "skipped": "one rank"}
-            send = torch.full((elems,), float(rank), device=device)
-            recv = torch.empty(elems, device=device)
-
-            def fn():
-                ops = [dist.P2POp(dist.isend, send, (rank + 1) % n), dist.P2POp(dist.irecv, recv, (rank - 1) % n)]
-                for req in dist.batch_isend_irecv(ops):
-                    req.wait()
-            return timed(op, fn, elems * 4, lambda: bool((recv == (rank - 1) % n).all()))
-        raise ValueError(op)
-
-    for op in OPS:
-        r.injected(op)
-        store.set(f"{r.key}prog/{rank}", op)
-        box: dict[str, Any] = {}
-
-        def target(op=op):
-            try:
-                box["entry"] = do(op)
-            except BaseException as exc:  # noqa: BLE001 - reported, never raised
-                box["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
-
-        started = time.monotonic()
-        started_at = time.time()
-        worker = threading.Thread(target=target, name=f"probe-{op}", daemon=True)
-        worker.start()
-        worker.join(r.args.deadline)
-        entry: dict[str, Any] = {"op": op, "started_at": round(started_at, 3)}
-        if worker.is_alive():
-            entry.update(status="timeout", seconds=round(time.monotonic() - started, 3),
-                         error=f"no result within the deadline of {r.args.deadline:g} s")
-        elif "error" in box:
-            entry.update(status="failed", seconds=round(time.monotonic() - started, 3), error=box["error"])
-        else:
-            entry.update(box["entry"])
-            entry["status"] = "ok" if entry.get("correct", True) else "wrong_result"
-            entry["seconds"] = round(entry["seconds"], 6)
-        results.append(entry)
-        r.save(ops=results, phase=f"{op}: {entry['status']}")
-        if entry["status"] != "ok":
-            break
-    return results
-
-
-# ----------------------------------------------------------------------------- cross-rank checks
-def _odd_ones(values: dict[int, Any]) -> list[int]:
-    """Ranks whose value differs from the most common value."""
-    groups: dict[str, list[int]] = {}
-    for rank, value in values.items():
-        groups.setdefault(json.dumps(value, sort_keys=True, default=str), []).append(rank)
-    if len(groups) < 2:
-        return []
-    common = max(groups.values(), key=lambda g: (len(g), -min(g)))
-    return sorted(r for g in groups.values() if g is not common for r in g)
-
-
-def compare(infos: dict[int, dict[str, Any]]) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:
-    """Facts, findings and differences from all ranks' host information."""
-    from .ifmatch import Interface, nccl_match
-
-    facts: dict[str, Any] = {}
-    findings: list[str] = []
-    diffs: list[dict[str, Any]] = []
-
-    def note(kind: str, what: str, values: dict[int, Any]) -> None:
-        odd = _odd_ones(values)
-        if not odd:
-            return
-        hosts = {r: infos[r]["host"] for r in odd}
-        diffs.append({"kind": kind, "what": what, "values": {str(k): v for k, v in values.items()}, "odd_ranks": odd})
-        shown = ", ".join(f"rank {r} ({hosts[r]}): {values[r]!r}" for r in odd[:4])
-        common = next(v for k, v in values.items() if k not in odd)
-        findings.append(f"{what} differs across ranks: {shown}; others: {common!r}")
-
-    ranks = sorted(infos)
-    versions_before = len(diffs)
-    for part in ("torch", "cuda", "nccl", "driver"):
-        vals = {r: infos[r].get("versions", {}).get(part) for r in ranks}
-        if any(v for v in vals.values()):
-            note("version", f"{part} version", vals)
-    facts["probe_cluster_versions_differ"] = len(diffs) > versions_before
-    env_before = len(diffs)
-    names = sorted({k for r in ranks for k in infos[r].get("env", {})})
-    for name in names:
-        note("env", name, {r: infos[r].get("env", {}).get(name, "<unset>") for r in ranks})
-    facts["probe_cluster_nccl_env_differs"] = len(diffs) > env_before
-    mismatch: dict[int, bool] = {}
-    for r in ranks:
-        value = infos[r].get("env", {}).get("NCCL_SOCKET_IFNAME")
-        if value is not None:
-            ifaces = [Interface(**i) for i in infos[r].get("interfaces", [])]
-            mismatch[r] = bool(nccl_match(value, ifaces))
-    if mismatch:
-        bad = [r for r, ok in mismatch.items() if not ok]
-        facts["probe_cluster_ifname_mismatch"] = bool(bad) and len(bad) < len(mismatch)
-        if bad:
-            findings.append("NCCL_SOCKET_IFNAME matches no interface on " + ", ".join(
-                f"rank {r} ({infos[r]['host']}, has {', '.join(i['name'] for i in infos[r].get('interfaces', []))})"
-                for r in bad[:4]))
-            diffs.append({"kind": "interface", "what": "NCCL_SOCKET_IFNAME matches nothing", "odd_ranks": bad})
-    gpus = {r: infos[r].get("gpus", 0) for r in ranks}
-    per_host: dict[str, int] = {}
-    for r in ranks:
-        per_host.setdefault(infos[r]["host"], gpus[r])
-    note("gpus", "GPU count", gpus)
-    facts["probe_cluster_gpu_counts_differ"] = len(set(per_host.values())) > 1
-    shm = {r: infos[r].get("shm_mb", 0) for r in ranks}
-    small, big = min(shm.values(), default=0), max(shm.values(), default=0)
-    facts["probe_cluster_shm_differs"] = big > 2 * max(small, 1)
-    if facts["probe_cluster_shm_differs"]:
-        note("shm", "/dev/shm size (MB)", shm)
-    # Host facts: the common value, or the odd rank's value where they differ.
-    merged: dict[str, Any] = {}
-    for name in sorted({k for r in ranks for k in infos[r].get("facts", {})}):
-        vals = {r: infos[r]["facts"][name] for r in ranks if name in infos[r].get("facts", {})}
-        odd = _odd_ones(vals)
-        merged[name] = vals[odd[0]] if odd else next(iter(vals.values()))
-    facts = {**merged, **facts}
-    return facts, findings, diffs
-
-
-# ----------------------------------------------------------------------------- the rank's life
 def _poll_keys(store, keys: list[str], until: float) -> list[str]:
     """Keys still missing at ``until`` (polling, never blocking past it)."""
     missing = list(keys)
@@ -371,7 +67,7 @@ def _get(store, key: str, default: Any = None) -> Any:
 
 
 def run_rank(args, env) -> int:
-    r = _Rank(args, env)
+    r = ProbeRank(args, env)
     t0 = time.monotonic()
     r.save(phase="collecting host facts")
     r.injected("start")
@@ -419,7 +115,7 @@ def run_rank(args, env) -> int:
     return 0
 
 
-def _rank0(r: _Rank, store, info: dict[str, Any], t0: float) -> int:
+def _rank0(r: ProbeRank, store, info: dict[str, Any], t0: float) -> int:
     args, n = r.args, r.world
     r.save(phase="waiting for all ranks to join")
     rendezvous_started = time.time()
@@ -499,7 +195,7 @@ def _rank0(r: _Rank, store, info: dict[str, Any], t0: float) -> int:
     return 0 if report["status"] == "ok" else 1
 
 
-def _wait_reports(r: _Rank, store, n: int, failed_index: int, until: float) -> None:
+def _wait_reports(r: ProbeRank, store, n: int, failed_index: int, until: float) -> None:
     pending = set(range(1, n))
     while pending and time.monotonic() < until:
         for k in list(pending):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nccl_doctor.probes import apply_results, load_report, run_probes
-from nccl_doctor.probes.cluster import bus_factor
+from nccl_doctor.probes.cluster_ops import bus_factor
 from nccl_doctor.probes.collective import launch_local
 
 pytest.importorskip("torch", reason="the collective probes need torch")
@@ -94,7 +94,7 @@ def test_local_collective_probe_runs_gloo_here():
 
 
 def test_e_version_difference_names_the_odd_rank(doctor):
-    from nccl_doctor.probes.cluster import compare
+    from nccl_doctor.probes.cluster_compare import compare
 
     def info(rank, host, nccl):
         return {"rank": rank, "host": host, "env": {}, "interfaces": [], "shm_mb": 1000, "gpus": 8,
