@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputTooLarge, SessionError, StateError, UnknownFact
-from .certainty import RAISE_THRESHOLD
+from .certainty import LEAD_THRESHOLD, RAISE_THRESHOLD
 from .chaining import Inference, infer
 from .explain import how as explain_how
 from .explain import relevance_text
@@ -285,13 +285,14 @@ class Session:
         return [firing.rule for firing in self._chained().fired]
 
     def diagnoses(self, limit: int | None = None) -> list[Diagnosis]:
-        """Raised causes, best first: those rules support (``supported``) by confidence, then
-        those only the user's words or similar incidents point at ("possibly related")."""
+        """Raised causes, best first: those rules support (``supported``: rule evidence and a
+        confidence of ``LEAD_THRESHOLD`` or more) by confidence, then the others ("possibly
+        related": barely supported, or only the user's words or similar incidents point at)."""
         state = self._inference()
         kb = self.doctor.kb
         certainties = state.certainties()
-        supported = {c for c, items in state.evidence.items()
-                     if any(r not in (RELEVANCE, SIMILAR) and v > 0 for r, v in items)}
+        supported = {c for c, items in state.evidence.items() if certainties.get(c, 0.0) >= LEAD_THRESHOLD
+                     and any(r not in (RELEVANCE, SIMILAR) and v > 0 for r, v in items)}
         ranked = sorted(
             (c for c, v in certainties.items() if v > RAISE_THRESHOLD),
             key=lambda c: (c not in supported, -round(certainties[c], 6), -self._priors[c], c),
