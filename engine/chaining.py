@@ -141,7 +141,7 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
                 continue
             used = tuple(sorted(n for n in compiled.reads if n in memory))
             added[name] = memory[name] = FactRecord(name, value, Source("rule", compiled.id),
-                                                    premise * compiled.rule.certainty, used)
+                                                    premise * compiled.certainty, used)
             for dependent in ckb.rules_by_fact.get(name, ()):
                 if dependent not in queued and rules[dependent].id not in done and rules[dependent].id not in fired:
                     heapq.heappush(heap, (rules[dependent].order, dependent))
@@ -166,13 +166,13 @@ def _run(ckb: CompiledKB, state: Inference, start: set[int]) -> None:
         state.fired_ids.add(compiled.id)
         used = tuple(sorted(n for n in compiled.reads if n in state.facts))
         state.fired.append(Firing(compiled.id, premise, used))
-        for cause in compiled.rule.then.evidence:
-            state.evidence.setdefault(cause.cause, []).append((compiled.id, cause.strength * premise))
+        for cause, strength in compiled.evidence:
+            state.evidence.setdefault(cause, []).append((compiled.id, strength * premise))
         for name, value in compiled.sets:
             if name in state.facts:
                 continue
             state.facts[name] = FactRecord(
-                name, value, Source("rule", compiled.id), premise * compiled.rule.certainty, used
+                name, value, Source("rule", compiled.id), premise * compiled.certainty, used
             )
             for dependent in ckb.rules_by_fact.get(name, ()):
                 if dependent not in queued and rules[dependent].id not in state.fired_ids:

@@ -38,7 +38,7 @@ class Doctor:
         self._consult_saved = extras.get("consult")
         saved = extras.get("relevance")
         self._relevance: RelevanceIndex | None = RelevanceIndex(state=saved) if saved else None
-        self._incidents_state: str | None = extras.get("similarity")
+        self._incidents_state: Mapping[str, Any] | None = extras.get("similarity")
         self._incidents: IncidentIndex | None = None
 
     @property
@@ -61,7 +61,7 @@ class Doctor:
         use, or computed when it had none (each incident's description read like a session's)."""
         if self._incidents is None:
             library = self.kb.get("incidents", {})
-            if isinstance(self._incidents_state, str):
+            if self._incidents_state is not None:
                 self._incidents = IncidentIndex.from_state(self._incidents_state, library)
             else:
                 from .session import incident_profile

@@ -93,7 +93,7 @@ class Session:
         self.doctor = doctor
         named = {str(i) for i in leave_out}
         self._leave_out = frozenset(i for i, incident in doctor.kb.get("incidents", {}).items()
-                                    if i in named or incident.source in named)
+                                    if i in named or incident.source in named) if named else frozenset()
         self._left_out_as_given = sorted(named)
         self._case_based = bool(case_based)
         self._priors = (library_priors(doctor.kb.causes, doctor.kb.get("incidents", {}), self._leave_out)

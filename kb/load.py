@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import KBError
-from .artifact import KnowledgeBase, build_artifact, read_artifact
+from .artifact import KnowledgeBase, build_artifact, read_plain
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import schema
@@ -237,8 +237,5 @@ def _regex_problems(merged: dict[str, dict[str, Any]], origins: dict[str, str]) 
 def load_files(paths: list[Path], root: Path | None = None, *, examples: bool = True) -> KnowledgeBase:
     """The KB of the given YAML files as the engine reads it (with the items' examples by default,
     for lint and tests; :func:`nccl_doctor.knowledge.load_knowledge` is the cached path)."""
-    import json
-
     models = load_models(list(paths), root)
-    artifact = build_artifact(models, key="", examples=examples)
-    return read_artifact(json.dumps(artifact))[0]
+    return read_plain(build_artifact(models, key="", examples=examples))[0]
