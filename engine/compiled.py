@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import KBError
@@ -54,8 +53,7 @@ class LazyRegexes(dict):
         return key in self._patterns
 
 
-@dataclass(frozen=True)
-class SymptomPattern:
+class SymptomPattern(NamedTuple):
     """One symptom regex with the literals one of which every match contains (none: always tried)."""
 
     symptom: str
@@ -115,8 +113,7 @@ class CompiledRule(NamedTuple):
         return self.source[self.id]
 
 
-@dataclass(frozen=True)
-class CompiledKB:
+class CompiledKB(NamedTuple):
     kb: KnowledgeBase
     rules: tuple[CompiledRule, ...]
     rules_by_fact: dict[str, tuple[int, ...]]
@@ -125,9 +122,9 @@ class CompiledKB:
     symptom_patterns: dict[str, tuple[SymptomPattern, ...]]
     symptom_regexes: LazyRegexes  # (symptom id, index) -> compiled regex
     unless_regexes: LazyRegexes  # (symptom id, index) -> compiled near-miss regex
-    influence: dict[str, frozenset[str]] = field(default_factory=dict)  # fact -> causes
-    premises: dict[str, Predicate] = field(default_factory=dict)  # fact -> its question's premise
-    priors: dict[str, float] = field(default_factory=dict)  # cause -> prior from the library (engine.priors)
+    influence: dict[str, frozenset[str]]  # fact -> causes
+    premises: dict[str, Predicate]  # fact -> its question's premise
+    priors: dict[str, float]  # cause -> prior from the library (engine.priors)
 
     @property
     def facts(self) -> dict[str, Fact]:

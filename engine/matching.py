@@ -14,7 +14,7 @@ import bisect
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .compiled import CompiledKB
 from .fuzzy import close_words, partial_ratio
@@ -34,16 +34,14 @@ LAST_ERROR = "Last error:"
 _RANK_PREFIX = re.compile(r"^\s*(\[(default)?\d+\]:\s*)?\[rank\d+\]:\s*")
 
 
-@dataclass(frozen=True)
-class SymptomMatch:
+class SymptomMatch(NamedTuple):
     symptom: str
     phrase: str
     score: float  # 0..1
     captures: dict[str, str]
 
 
-@dataclass(frozen=True)
-class SignatureHit:
+class SignatureHit(NamedTuple):
     signature: str
     line_no: int
     line: str

@@ -42,8 +42,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .certainty import combine_all
 from .matching import tokens
@@ -91,8 +90,7 @@ def fact_feature(name: str, value: object) -> str:
     return f"{name}={shown}"
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(NamedTuple):
     """What similarity compares: word counts, signatures hit, facts as ``name=value``."""
 
     words: Mapping[str, int]
@@ -105,8 +103,7 @@ class Profile:
                    {name: fact_feature(name, value) for name, value in facts.items()})
 
 
-@dataclass(frozen=True)
-class SimilarIncident:
+class SimilarIncident(NamedTuple):
     """A reported incident like the session, with its link and cause."""
 
     id: str

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import KBError
 from .artifact import KnowledgeBase, build_artifact, read_plain
@@ -33,8 +32,7 @@ def _safe_loader():
     return yaml, getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     """One thing wrong with the KB, located as precisely as we can."""
 
     file: str
