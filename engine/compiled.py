@@ -189,42 +189,32 @@ def _influence(kb: KnowledgeBase, rules: list[CompiledRule]) -> dict[str, frozen
 
 
 def export_layout(ckb: CompiledKB) -> dict:
-    """What :func:`compile_kb` derives by walking every rule, as plain data for the KB artifact:
-    the rules in order with the facts each reads and sets, its evidence and certainty, the rules
-    true on an empty memory, what each fact can move, the causes' priors. With it, a start
-    reads no rule until the rule is tried."""
+    """What :func:`compile_kb` derives by walking every rule, as plain data (tuples where the
+    engine keeps tuples) for the KB artifact: per rule in order its id, the facts it reads,
+    the values it sets, the facts it needs, its evidence and certainty; its condition without
+    unset fields; the rules reading each fact and those true on an empty memory; what each fact
+    can move; the causes' priors. With it, a start reads no rule until the rule is tried."""
     return {
-        "reads": {r.id: sorted(r.reads) for r in ckb.rules},
+        "rules": [(r.id, tuple(sorted(r.reads)), r.sets, tuple(sorted(r.needs)), r.evidence, r.certainty)
+                  for r in ckb.rules],
         "when": {r.id: compact_condition(r.rule.when) for r in ckb.rules},
-        "sets": {r.id: [[name, value] for name, value in r.sets] for r in ckb.rules if r.sets},
-        "absence": [ckb.rules[i].id for i in ckb.absence_rules],
-        "needs": {r.id: sorted(r.needs) for r in ckb.rules if r.needs},
-        "evidence": {r.id: [[cause, strength] for cause, strength in r.evidence] for r in ckb.rules if r.evidence},
-        "certainty": {r.id: r.certainty for r in ckb.rules if r.certainty != 1.0},
-        "influence": {fact: sorted(causes) for fact, causes in ckb.influence.items() if causes},
-        "priors": ckb.priors,
+        "rules_by_fact": dict(ckb.rules_by_fact),
+        "absence": ckb.absence_rules,
+        "influence": {fact: tuple(sorted(causes)) for fact, causes in ckb.influence.items() if causes},
+        "priors": dict(ckb.priors),
     }
 
 
 def _from_layout(kb: KnowledgeBase, layout: dict, symptom_needles: dict) -> CompiledKB:
     """The compiled KB from an artifact's layout: no rule is read or walked and nothing is
     re-checked (the artifact was built with ``validate``)."""
-    reads, sets, needs, when = layout["reads"], layout["sets"], layout["needs"], layout["when"]
-    evidence, certainty = layout["evidence"], layout["certainty"]
-    facts = kb.facts
+    when, facts = layout["when"], kb.facts
     implied = {rule.id: rule for rule in implication_rules(kb)}
     rules = tuple(
-        CompiledRule(source, rule_id, order, _LazyPredicate(when, rule_id, facts),
-                     frozenset(reads[rule_id]), tuple(map(tuple, sets.get(rule_id, ()))),
-                     frozenset(needs.get(rule_id, ())), tuple(map(tuple, evidence.get(rule_id, ()))),
-                     certainty.get(rule_id, 1.0))
-        for order, (source, rule_id) in enumerate([(implied, i) for i in implied] + [(kb.rules, i) for i in kb.rules])
+        CompiledRule(implied if rule_id in implied else kb.rules, rule_id, order, _LazyPredicate(when, rule_id, facts),
+                     frozenset(reads), sets, frozenset(needs), evidence, certainty)
+        for order, (rule_id, reads, sets, needs, evidence, certainty) in enumerate(layout["rules"])
     )
-    by_fact: dict[str, list[int]] = defaultdict(list)
-    for index, compiled in enumerate(rules):
-        for name in compiled.reads:
-            by_fact[name].append(index)
-    index_of = {r.id: i for i, r in enumerate(rules)}
     sym_patterns: dict[str, tuple[SymptomPattern, ...]] = {}
     sym_sources: dict[tuple[str, int], tuple[str, bool]] = {}
     unless_sources: dict[tuple[str, int], tuple[str, bool]] = {}
@@ -240,8 +230,8 @@ def _from_layout(kb: KnowledgeBase, layout: dict, symptom_needles: dict) -> Comp
     return CompiledKB(
         kb=kb,
         rules=rules,
-        rules_by_fact={k: tuple(v) for k, v in by_fact.items()},
-        absence_rules=tuple(index_of[r] for r in layout["absence"]),
+        rules_by_fact=layout["rules_by_fact"],
+        absence_rules=layout["absence"],
         signature_regexes=LazyRegexes({s.id: (s.pattern, s.ignore_case) for s in kb.signatures.values()}),
         symptom_patterns=sym_patterns,
         symptom_regexes=LazyRegexes(sym_sources),

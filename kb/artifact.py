@@ -13,8 +13,10 @@ CRC-32), then the payload in :mod:`marshal` format, which holds plain data only 
 strings, numbers). The engine's start-up parts (layout, indexes) are plain data as they are;
 the facts, symptoms and signatures, which every description is matched against, are one JSON
 text per section; rules, causes, fixes and incidents, of which a one-shot touches a few, are one
-JSON text per item (:class:`DeferredItems`), parsed when first read. A file that is not such an
-artifact, or whose checksum fails, raises :class:`ArtifactError` before anything is parsed.
+JSON text per item (:class:`DeferredItems`), parsed when first read; the items' origins stay
+marshal bytes until an explanation or an error message reads one (:class:`DeferredMap`). A file
+that is not such an artifact, or whose checksum fails, raises :class:`ArtifactError` before
+anything is parsed.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from . import schema
 
-__all__ = ["Record", "KnowledgeBase", "DeferredItems", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "build_artifact",
+__all__ = ["Record", "KnowledgeBase", "DeferredItems", "DeferredMap", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "build_artifact",
            "read_plain", "write_artifact", "read_artifact", "runtime", "ArtifactError"]
 
 ARTIFACT_FORMAT = "nccl-doctor-kb"
@@ -79,7 +81,8 @@ class Record(dict):
 class KnowledgeBase(Record):
     """The merged KB: ``facts``, ``symptoms``, ``signatures``, ``rules``, ``causes``, ``fixes``,
     ``incidents`` (each a map of id to item: a :class:`Record`, or :class:`DeferredItems` when
-    read from the cache file) and ``origins`` (id to ``file:line``)."""
+    read from the cache file) and ``origins`` (id to ``file:line``; a :class:`DeferredMap` when
+    read from the cache file)."""
 
     def origin(self, item_id: str) -> str:
         """Where an item is defined, as ``file:line`` (or ``?``)."""
@@ -121,6 +124,40 @@ class DeferredItems(Mapping):
 
     def __reduce__(self) -> tuple:
         return (type(self), (dict(self._texts),))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} items)"
+
+
+class DeferredMap(Mapping):
+    """A plain map kept as :mod:`marshal` bytes until first read (the items' origins, which
+    only explanations and error messages read), then a :class:`Record`."""
+
+    __slots__ = ("_data", "_map")
+
+    def __init__(self, data: bytes):
+        self._data = data
+        self._map: Record | None = None
+
+    def _loaded(self) -> Record:
+        if self._map is None:
+            self._map = Record(marshal.loads(self._data))
+        return self._map
+
+    def __getitem__(self, key: str) -> Any:
+        return self._loaded()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._loaded()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self._data,))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self)} items)"
@@ -172,11 +209,15 @@ def _text(value: Any) -> str:
 def write_artifact(artifact: Mapping[str, Any]) -> bytes:
     """The cache file's bytes for :func:`build_artifact`'s data (with the engine's parts added)."""
     kb = artifact["kb"]
-    parts = json.loads(json.dumps({k: v for k, v in artifact.items() if k not in ("format", "version", "key", "kb")}))
+    # JSON-shaped parts as JSON would give them back (tuples as lists, Counters as dicts); the
+    # engine's layout as it is (export_layout makes it plain data, tuples where the engine wants them)
+    parts = json.loads(json.dumps({k: v for k, v in artifact.items() if k not in ("format", "version", "key", "kb", "layout")}))
+    if "layout" in artifact:
+        parts["layout"] = artifact["layout"]
     parts["kb"] = {
         **{name: _text(kb[name]) for name in EAGER},
         **{name: {item_id: _text(item) for item_id, item in kb[name].items()} for name in DEFERRED},
-        "origins": dict(kb["origins"]),
+        "origins": marshal.dumps(dict(kb["origins"])),
     }
     payload = marshal.dumps(parts)
     header = f"{_VERSION} {artifact['key']} {len(payload)} {zlib.crc32(payload):08x}\n"
@@ -210,7 +251,7 @@ def read_artifact(data: bytes, *, key: str | None = None) -> tuple[KnowledgeBase
         raise ArtifactError(f"damaged: {exc}") from None
     kb = parts.get("kb") if isinstance(parts, dict) else None
     if not (isinstance(kb, dict) and all(isinstance(kb.get(s), str) for s in EAGER)
-            and all(isinstance(kb.get(s), dict) for s in (*DEFERRED, "origins"))):
+            and all(isinstance(kb.get(s), dict) for s in DEFERRED) and isinstance(kb.get("origins"), bytes)):
         raise ArtifactError("artifact without a KB")
     try:
         sections: dict[str, Any] = {name: _decode(kb[name]) for name in EAGER}
@@ -219,5 +260,5 @@ def read_artifact(data: bytes, *, key: str | None = None) -> tuple[KnowledgeBase
     if not all(isinstance(section, dict) for section in sections.values()):
         raise ArtifactError("artifact without a KB")
     sections.update({name: DeferredItems(kb[name]) for name in DEFERRED})
-    sections["origins"] = Record(kb["origins"])
+    sections["origins"] = DeferredMap(kb["origins"])
     return KnowledgeBase(sections), {k: v for k, v in parts.items() if k != "kb"}
