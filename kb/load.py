@@ -91,10 +91,8 @@ def content_key(paths: list[Path], root: Path | None = None) -> str:
     spares it loading OpenSSL for :mod:`hashlib` (~3 ms)."""
     from importlib.util import source_hash
 
-    parts = []
-    for path in paths:
-        parts += [_label(path, root).encode(), b"\0", _read_bytes(path), b"\0"]
-    return source_hash(b"".join(parts)).hex()
+    digests = [source_hash(_label(path, root).encode() + b"\0" + _read_bytes(path)) for path in paths]
+    return source_hash(b"".join(digests)).hex()
 
 
 def _read_bytes(path: Path) -> bytes:
