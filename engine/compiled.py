@@ -4,7 +4,8 @@ Names are resolved here, so a typo in the KB fails at load time, never mid-sessi
 
 Thread safety: a :class:`CompiledKB` is shared by every session of a :class:`~engine.session.Doctor`.
 Its only mutable parts are caches filled on first use — a rule's condition compiled the first
-time the rule is tried, a regex compiled the first time its needle is seen. Each fill stores a
+time the rule is tried, a regex compiled the first time its needle is seen, and (for a KB read
+from its cache file) an item parsed the first time it is read. Each fill stores a
 value computed from the read-only KB alone, so two threads racing on one entry both store an
 equal value and either one is correct; nothing else ever changes after construction.
 """

@@ -22,10 +22,11 @@ class Doctor:
     """A compiled knowledge base; share one between threads and sessions.
 
     What a Doctor holds never changes after construction, except caches filled on first use
-    (compiled rule conditions and regexes, the relevance and incident indexes, the consultation
-    model): each is computed from the read-only KB alone, so concurrent first uses at worst
-    compute an equal value twice. ``extras`` are the KB artifact's start-up parts (symptom
-    needles, the relevance index, the incidents' profiles, the consultation model's statistics).
+    (compiled rule conditions and regexes, KB items parsed from the cache file, the relevance
+    and incident indexes, the consultation model): each is computed from the read-only KB
+    alone, so concurrent first uses at worst compute an equal value twice. ``extras`` are the
+    KB artifact's start-up parts (symptom needles, the rule layout, the relevance index, the
+    incidents' similarity index, the consultation model's statistics).
     """
 
     def __init__(self, kb: KnowledgeBase, *, validate: bool = False, extras: Mapping[str, Any] | None = None):
