@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .certainty import combine_all
 from .compiled import CompiledKB
@@ -20,8 +20,7 @@ from .memory import FactRecord, Source
 __all__ = ["Firing", "Inference", "infer", "extend", "consequences", "ready_rules"]
 
 
-@dataclass(frozen=True)
-class Firing:
+class Firing(NamedTuple):
     """One rule firing: the premise certainty and the facts it read."""
 
     rule: str
@@ -29,17 +28,25 @@ class Firing:
     facts: tuple[str, ...]
 
 
-@dataclass
 class Inference:
     """The result of chaining: all facts, the rules fired in order, evidence per cause."""
 
-    facts: dict[str, FactRecord]
-    fired: list[Firing] = field(default_factory=list)
-    evidence: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
-    fired_ids: set[str] = field(default_factory=set)
-    matched_words: dict[str, tuple[str, ...]] = field(default_factory=dict)  # relevance evidence per cause
-    similar: tuple = ()  # the similar incidents (engine.similarity.SimilarIncident), best first
-    similar_by_cause: dict[str, tuple] = field(default_factory=dict)  # case-based evidence per cause
+    __slots__ = ("facts", "fired", "evidence", "fired_ids", "matched_words", "similar", "similar_by_cause")
+
+    def __init__(self, facts: dict[str, FactRecord], fired: list[Firing] | None = None,
+                 evidence: dict[str, list[tuple[str, float]]] | None = None, fired_ids: set[str] | None = None,
+                 matched_words: dict[str, tuple[str, ...]] | None = None, similar: tuple = (),
+                 similar_by_cause: dict[str, tuple] | None = None) -> None:
+        self.facts = facts
+        self.fired = [] if fired is None else fired
+        self.evidence = {} if evidence is None else evidence
+        self.fired_ids = set() if fired_ids is None else fired_ids
+        self.matched_words = {} if matched_words is None else matched_words  # relevance evidence per cause
+        self.similar = similar  # the similar incidents (engine.similarity.SimilarIncident), best first
+        self.similar_by_cause = {} if similar_by_cause is None else similar_by_cause  # case-based evidence per cause
+
+    def __repr__(self) -> str:
+        return f"Inference({len(self.facts)} facts, {len(self.fired)} rules fired, {len(self.evidence)} causes)"
 
     def certainty(self, cause: str) -> float:
         return combine_all(v for _, v in self.evidence.get(cause, ()))
@@ -141,7 +148,7 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
                 continue
             used = tuple(sorted(n for n in compiled.reads if n in memory))
             added[name] = memory[name] = FactRecord(name, value, Source("rule", compiled.id),
-                                                    premise * compiled.rule.certainty, used)
+                                                    premise * compiled.certainty, used)
             for dependent in ckb.rules_by_fact.get(name, ()):
                 if dependent not in queued and rules[dependent].id not in done and rules[dependent].id not in fired:
                     heapq.heappush(heap, (rules[dependent].order, dependent))
@@ -166,13 +173,13 @@ def _run(ckb: CompiledKB, state: Inference, start: set[int]) -> None:
         state.fired_ids.add(compiled.id)
         used = tuple(sorted(n for n in compiled.reads if n in state.facts))
         state.fired.append(Firing(compiled.id, premise, used))
-        for cause in compiled.rule.then.evidence:
-            state.evidence.setdefault(cause.cause, []).append((compiled.id, cause.strength * premise))
+        for cause, strength in compiled.evidence:
+            state.evidence.setdefault(cause, []).append((compiled.id, strength * premise))
         for name, value in compiled.sets:
             if name in state.facts:
                 continue
             state.facts[name] = FactRecord(
-                name, value, Source("rule", compiled.id), premise * compiled.rule.certainty, used
+                name, value, Source("rule", compiled.id), premise * compiled.certainty, used
             )
             for dependent in ckb.rules_by_fact.get(name, ()):
                 if dependent not in queued and rules[dependent].id not in state.fired_ids:

@@ -4,7 +4,8 @@ Names are resolved here, so a typo in the KB fails at load time, never mid-sessi
 
 Thread safety: a :class:`CompiledKB` is shared by every session of a :class:`~engine.session.Doctor`.
 Its only mutable parts are caches filled on first use — a rule's condition compiled the first
-time the rule is tried, a regex compiled the first time its needle is seen. Each fill stores a
+time the rule is tried, a regex compiled the first time its needle is seen, and (for a KB read
+from its cache file) an item parsed the first time it is read. Each fill stores a
 value computed from the read-only KB alone, so two threads racing on one entry both store an
 equal value and either one is correct; nothing else ever changes after construction.
 """
@@ -12,8 +13,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import KBError
 from ..kb.artifact import KnowledgeBase, Record
@@ -25,7 +26,7 @@ from .values import ValueProblem, coerce
 if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
     from ..kb.schema import Fact, Rule
 
-__all__ = ["CompiledRule", "CompiledKB", "CompileError", "SymptomPattern", "compile_kb", "export_layout",
+__all__ = ["CompiledRule", "CompiledKB", "CompileError", "SymptomPattern", "compile_kb", "export_layout", "compact_condition",
            "implication_rules", "IMPLIES"]
 
 
@@ -53,8 +54,7 @@ class LazyRegexes(dict):
         return key in self._patterns
 
 
-@dataclass(frozen=True)
-class SymptomPattern:
+class SymptomPattern(NamedTuple):
     """One symptom regex with the literals one of which every match contains (none: always tried)."""
 
     symptom: str
@@ -63,40 +63,58 @@ class SymptomPattern:
 
 
 class _LazyPredicate:
-    """A rule condition compiled the first time the rule is tried (most rules of a large KB are
-    never tried in a short session; compile_kb(validate=True) compiles them all up front)."""
+    """A condition compiled the first time it is tried (most rules of a large KB are never tried
+    in a short session; compile_kb(validate=True) compiles them all up front). The condition is
+    ``conditions[key]``, read then too: from an artifact's layout, a plain dict without the
+    fields it leaves unset (:func:`compact_condition`), so no rule record is parsed for it."""
 
-    __slots__ = ("_condition", "_facts", "_compiled")
+    __slots__ = ("_conditions", "_key", "_facts", "_compiled")
 
-    def __init__(self, condition, facts) -> None:
-        self._condition, self._facts, self._compiled = condition, facts, None
+    def __init__(self, conditions: Mapping[str, Any], key: str, facts) -> None:
+        self._conditions, self._key, self._facts, self._compiled = conditions, key, facts, None
 
     def __call__(self, memory):
         if self._compiled is None:
-            self._compiled = compile_condition(self._condition, self._facts)
+            self._compiled = compile_condition(self._conditions[self._key], self._facts)
         return self._compiled(memory)
 
 
-@dataclass(frozen=True)
-class CompiledRule:
-    rule: Rule
+def compact_condition(cond: Mapping[str, Any]) -> dict[str, Any]:
+    """A condition as plain data without its unset (None) fields, as the layout keeps it
+    (:func:`compile_condition` reads both forms alike)."""
+    out: dict[str, Any] = {}
+    for key, value in cond.items():
+        if value is None:
+            continue
+        if key in ("all", "any"):
+            value = [compact_condition(part) for part in value]
+        elif key == "not_":
+            value = compact_condition(value)
+        out[key] = value
+    return out
+
+
+class CompiledRule(NamedTuple):
+    """A rule as chaining reads it: what it reads and sets, its evidence and certainty, its
+    position in the agenda's order. ``rule``, the KB's rule record, is read from ``source`` when
+    first asked for (from the cache file a rule is parsed only when it fires or is explained)."""
+
+    source: Mapping[str, Rule]  # the rules the record is read from: the KB's or the implications
+    id: str
     order: int
     predicate: Predicate
     reads: frozenset[str]
     sets: tuple[tuple[str, object], ...]
-    needs: frozenset[str] = frozenset()  # facts that must be known for the condition to hold
-    id: str = ""
-    evidence: tuple[tuple[str, float], ...] = ()  # (cause, strength) of its then.evidence
+    needs: frozenset[str]  # facts that must be known for the condition to hold
+    evidence: tuple[tuple[str, float], ...]  # (cause, strength) of its then.evidence
+    certainty: float
 
-    def __post_init__(self) -> None:
-        if not self.id:
-            object.__setattr__(self, "id", self.rule.id)
-        if not self.evidence and self.rule.then.evidence:
-            object.__setattr__(self, "evidence", tuple((e.cause, e.strength) for e in self.rule.then.evidence))
+    @property
+    def rule(self) -> Rule:
+        return self.source[self.id]
 
 
-@dataclass(frozen=True)
-class CompiledKB:
+class CompiledKB(NamedTuple):
     kb: KnowledgeBase
     rules: tuple[CompiledRule, ...]
     rules_by_fact: dict[str, tuple[int, ...]]
@@ -105,9 +123,9 @@ class CompiledKB:
     symptom_patterns: dict[str, tuple[SymptomPattern, ...]]
     symptom_regexes: LazyRegexes  # (symptom id, index) -> compiled regex
     unless_regexes: LazyRegexes  # (symptom id, index) -> compiled near-miss regex
-    influence: dict[str, frozenset[str]] = field(default_factory=dict)  # fact -> causes
-    premises: dict[str, Predicate] = field(default_factory=dict)  # fact -> its question's premise
-    priors: dict[str, float] = field(default_factory=dict)  # cause -> prior from the library (engine.priors)
+    influence: dict[str, frozenset[str]]  # fact -> causes
+    premises: dict[str, Predicate]  # fact -> its question's premise
+    priors: dict[str, float]  # cause -> prior from the library (engine.priors)
 
     @property
     def facts(self) -> dict[str, Fact]:
@@ -172,33 +190,32 @@ def _influence(kb: KnowledgeBase, rules: list[CompiledRule]) -> dict[str, frozen
 
 
 def export_layout(ckb: CompiledKB) -> dict:
-    """What :func:`compile_kb` derives by walking every rule, as plain data for the KB artifact:
-    the facts each rule reads and sets, the rules true on an empty memory, what each fact can move."""
+    """What :func:`compile_kb` derives by walking every rule, as plain data (tuples where the
+    engine keeps tuples) for the KB artifact: per rule in order its id, the facts it reads,
+    the values it sets, the facts it needs, its evidence and certainty; its condition without
+    unset fields; the rules reading each fact and those true on an empty memory; what each fact
+    can move; the causes' priors. With it, a start reads no rule until the rule is tried."""
     return {
-        "reads": {r.id: sorted(r.reads) for r in ckb.rules},
-        "sets": {r.id: [[name, value] for name, value in r.sets] for r in ckb.rules if r.sets},
-        "absence": [ckb.rules[i].id for i in ckb.absence_rules],
-        "needs": {r.id: sorted(r.needs) for r in ckb.rules if r.needs},
-        "influence": {fact: sorted(causes) for fact, causes in ckb.influence.items() if causes},
+        "rules": [(r.id, tuple(sorted(r.reads)), r.sets, tuple(sorted(r.needs)), r.evidence, r.certainty)
+                  for r in ckb.rules],
+        "when": {r.id: compact_condition(r.rule.when) for r in ckb.rules},
+        "rules_by_fact": dict(ckb.rules_by_fact),
+        "absence": ckb.absence_rules,
+        "influence": {fact: tuple(sorted(causes)) for fact, causes in ckb.influence.items() if causes},
+        "priors": dict(ckb.priors),
     }
 
 
 def _from_layout(kb: KnowledgeBase, layout: dict, symptom_needles: dict) -> CompiledKB:
-    """The compiled KB from an artifact's layout: no rule is walked and nothing is re-checked
-    (the artifact was built with ``validate``)."""
-    reads, sets, needs = layout["reads"], layout["sets"], layout.get("needs", {})
-    facts = kb.facts
-    rules = tuple(  # id and evidence given, so the frozen instance sets nothing after __init__
-        CompiledRule(rule, order, _LazyPredicate(rule.when, facts), frozenset(reads[rule.id]),
-                     tuple(map(tuple, sets.get(rule.id, ()))), frozenset(needs.get(rule.id, ())), rule.id,
-                     tuple((e.cause, e.strength) for e in rule.then.evidence))
-        for order, rule in enumerate(implication_rules(kb) + list(kb.rules.values()))
+    """The compiled KB from an artifact's layout: no rule is read or walked and nothing is
+    re-checked (the artifact was built with ``validate``)."""
+    when, facts = layout["when"], kb.facts
+    implied = {rule.id: rule for rule in implication_rules(kb)}
+    rules = tuple(
+        CompiledRule(implied if rule_id in implied else kb.rules, rule_id, order, _LazyPredicate(when, rule_id, facts),
+                     frozenset(reads), sets, frozenset(needs), evidence, certainty)
+        for order, (rule_id, reads, sets, needs, evidence, certainty) in enumerate(layout["rules"])
     )
-    by_fact: dict[str, list[int]] = defaultdict(list)
-    for index, compiled in enumerate(rules):
-        for name in compiled.reads:
-            by_fact[name].append(index)
-    index_of = {r.id: i for i, r in enumerate(rules)}
     sym_patterns: dict[str, tuple[SymptomPattern, ...]] = {}
     sym_sources: dict[tuple[str, int], tuple[str, bool]] = {}
     unless_sources: dict[tuple[str, int], tuple[str, bool]] = {}
@@ -210,18 +227,19 @@ def _from_layout(kb: KnowledgeBase, layout: dict, symptom_needles: dict) -> Comp
         for i, pattern in enumerate(sym.unless):
             unless_sources[(sym.id, i)] = (pattern, True)
     influence = layout["influence"]
+    asked = {f.id: f.asked_when for f in kb.facts.values() if f.get("asked_when") is not None}
     return CompiledKB(
         kb=kb,
         rules=rules,
-        rules_by_fact={k: tuple(v) for k, v in by_fact.items()},
-        absence_rules=tuple(index_of[r] for r in layout["absence"]),
+        rules_by_fact=layout["rules_by_fact"],
+        absence_rules=layout["absence"],
         signature_regexes=LazyRegexes({s.id: (s.pattern, s.ignore_case) for s in kb.signatures.values()}),
         symptom_patterns=sym_patterns,
         symptom_regexes=LazyRegexes(sym_sources),
         unless_regexes=LazyRegexes(unless_sources),
         influence={fact: frozenset(influence.get(fact, ())) for fact in kb.facts},
-        premises={f.id: _LazyPredicate(f.asked_when, kb.facts) for f in kb.facts.values() if f.get("asked_when") is not None},
-        priors=library_priors(kb.causes, kb.get("incidents", {})),
+        premises={fact_id: _LazyPredicate(asked, fact_id, facts) for fact_id in asked},
+        priors=dict(layout["priors"]),
     )
 
 
@@ -240,7 +258,10 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False,
         return _from_layout(kb, layout, symptom_needles or {})
     problems: list[str] = []
     rules: list[CompiledRule] = []
-    for order, rule in enumerate(implication_rules(kb) + list(kb.rules.values())):
+    implied = {rule.id: rule for rule in implication_rules(kb)}
+    whens = {rule.id: rule.when for rule in [*implied.values(), *kb.rules.values()]}
+    for order, (source, rule) in enumerate([(implied, r) for r in implied.values()]
+                                           + [(kb.rules, r) for r in kb.rules.values()]):
         where = _Where(kb, rule.get("implied_by") or rule.id)
         if validate:
             try:
@@ -249,7 +270,7 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False,
                 problems.append(f"{where}: when: {exc}")
                 continue
         else:
-            predicate = _LazyPredicate(rule.when, kb.facts)
+            predicate = _LazyPredicate(whens, rule.id, kb.facts)
         reads = frozenset(condition_facts(rule.when))
         unknown = sorted(reads - kb.facts.keys())
         if unknown:
@@ -259,7 +280,8 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False,
             if ev.cause not in kb.causes:
                 problems.append(f"{where}: evidence for unknown cause {ev.cause!r}")
         sets = _check_sets(where, rule.then.set, kb.facts, problems)
-        rules.append(CompiledRule(rule, order, predicate, reads, sets, frozenset(condition_needs(rule.when))))
+        rules.append(CompiledRule(source, rule.id, order, predicate, reads, sets, frozenset(condition_needs(rule.when)),
+                                  tuple((e.cause, e.strength) for e in rule.then.evidence), rule.certainty))
     premises: dict[str, Predicate] = {}
     for fact in kb.facts.values():
         if fact.get("asked_when") is not None:
@@ -269,7 +291,7 @@ def compile_kb(kb: KnowledgeBase, *, validate: bool = False,
                 continue
             try:
                 premises[fact.id] = (compile_condition(fact.asked_when, kb.facts) if validate
-                                     else _LazyPredicate(fact.asked_when, kb.facts))
+                                     else _LazyPredicate({fact.id: fact.asked_when}, fact.id, kb.facts))
             except (ValueError, ValueProblem) as exc:
                 problems.append(f"{_Where(kb, fact.id)}: asked_when: {exc}")
     by_fact: dict[str, list[int]] = defaultdict(list)

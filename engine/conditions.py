@@ -31,7 +31,7 @@ _UNKNOWN: Truth = (None, 0.0)
 
 def comparisons(cond: "Condition") -> list[str]:
     """The comparison keys set on a condition (at most one, the schema checks)."""
-    return [k for k in _COMPARISONS if getattr(cond, k) is not None]
+    return [k for k in _COMPARISONS if cond.get(k) is not None]
 
 
 def condition_facts(cond: Condition) -> set[str]:
@@ -83,9 +83,10 @@ def holds_with_nothing_known(cond: Condition) -> bool | None:
 
 def compile_condition(cond: Condition, facts: Mapping[str, Fact]) -> Predicate:
     """Compile a condition; raise ValueError naming the problem for an unknown fact or a
-    literal that does not fit the fact's type."""
-    if cond.all is not None:
-        parts = [compile_condition(c, facts) for c in cond.all]
+    literal that does not fit the fact's type. ``cond`` is a KB record or the same condition as
+    plain data without its unset fields (an artifact's layout): only ``get`` reads it."""
+    if cond.get("all") is not None:
+        parts = [compile_condition(c, facts) for c in cond["all"]]
 
         def all_of(memory: Mapping[str, FactRecord]) -> Truth:
             lowest, unknown = 1.0, False
@@ -100,8 +101,8 @@ def compile_condition(cond: Condition, facts: Mapping[str, Fact]) -> Predicate:
             return _UNKNOWN if unknown else (True, lowest)
 
         return all_of
-    if cond.any is not None:
-        parts = [compile_condition(c, facts) for c in cond.any]
+    if cond.get("any") is not None:
+        parts = [compile_condition(c, facts) for c in cond["any"]]
 
         def any_of(memory: Mapping[str, FactRecord]) -> Truth:
             best, unknown = -1.0, False
@@ -116,8 +117,8 @@ def compile_condition(cond: Condition, facts: Mapping[str, Fact]) -> Predicate:
             return _UNKNOWN if unknown else (False, 0.0)
 
         return any_of
-    if cond.not_ is not None:
-        inner = compile_condition(cond.not_, facts)
+    if cond.get("not_") is not None:
+        inner = compile_condition(cond["not_"], facts)
 
         def negation(memory: Mapping[str, FactRecord]) -> Truth:
             truth, cf = inner(memory)
@@ -130,7 +131,7 @@ def compile_condition(cond: Condition, facts: Mapping[str, Fact]) -> Predicate:
 
 
 def _compile_fact_test(cond: Condition, facts: Mapping[str, Fact]) -> Predicate:
-    name = cond.fact
+    name = cond.get("fact")
     assert name is not None
     if name not in facts:
         raise ValueError(f"unknown fact {name!r}")
@@ -147,7 +148,7 @@ def _compile_fact_test(cond: Condition, facts: Mapping[str, Fact]) -> Predicate:
         return coerce(value, kind)
 
     if op == "known":
-        wanted = bool(cond.known)
+        wanted = bool(cond["known"])
 
         def known(memory: Mapping[str, FactRecord]) -> Truth:
             record = memory.get(name)
@@ -159,22 +160,22 @@ def _compile_fact_test(cond: Condition, facts: Mapping[str, Fact]) -> Predicate:
             raise ValueError(f"bare test of {name!r} needs a bool fact (it is {kind}); use eq/in")
         test: Callable[[object], bool | None] = lambda v: v is True
     elif op in ("eq", "ne"):
-        expected = literal(getattr(cond, op))
+        expected = literal(cond[op])
         positive = op == "eq"
         test = lambda v: equals(v, expected, kind) == positive  # type: ignore[arg-type]
     elif op == "in_":
-        options = [literal(v) for v in cond.in_ or []]
+        options = [literal(v) for v in cond.get("in_") or []]
         test = lambda v: any(equals(v, o, kind) for o in options)  # type: ignore[arg-type]
     elif op == "matches":
         try:
-            regex = compile_pattern(str(cond.matches), ignore_case=True)
+            regex = compile_pattern(str(cond["matches"]), ignore_case=True)
         except PatternError as exc:
             raise ValueError(f"bad regex for {name!r}: {exc}") from None
         test = lambda v: regex.search(str(v)[:_MATCH_CHARS]) is not None
     else:
         if kind not in ("number", "version"):
             raise ValueError(f"{op} needs a number or version fact ({name!r} is {kind})")
-        bound = literal(getattr(cond, op))
+        bound = literal(cond[op])
         test = lambda v: compare(v, op, bound, kind)  # type: ignore[arg-type]
 
     def fact_test(memory: Mapping[str, FactRecord]) -> Truth:

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .certainty import combine
 from .chaining import consequences, infer
@@ -47,8 +46,7 @@ _SIMULATED = Source("answer", "simulated")
 _LOG_GIVEN = "log_given"
 
 
-@dataclass(frozen=True)
-class EvidenceReach:
+class EvidenceReach(NamedTuple):
     """What an evidence question's answer could show: per cause, the chance it shows evidence
     for that cause when it is the cause (``rate``) and how far it moves it (``strength``)."""
 

@@ -22,10 +22,11 @@ class Doctor:
     """A compiled knowledge base; share one between threads and sessions.
 
     What a Doctor holds never changes after construction, except caches filled on first use
-    (compiled rule conditions and regexes, the relevance and incident indexes, the consultation
-    model): each is computed from the read-only KB alone, so concurrent first uses at worst
-    compute an equal value twice. ``extras`` are the KB artifact's start-up parts (symptom
-    needles, the relevance index, the incidents' profiles, the consultation model's statistics).
+    (compiled rule conditions and regexes, KB items parsed from the cache file, the relevance
+    and incident indexes, the consultation model): each is computed from the read-only KB
+    alone, so concurrent first uses at worst compute an equal value twice. ``extras`` are the
+    KB artifact's start-up parts (symptom needles, the rule layout, the relevance index, the
+    incidents' similarity index, the consultation model's statistics).
     """
 
     def __init__(self, kb: KnowledgeBase, *, validate: bool = False, extras: Mapping[str, Any] | None = None):
@@ -38,7 +39,7 @@ class Doctor:
         self._consult_saved = extras.get("consult")
         saved = extras.get("relevance")
         self._relevance: RelevanceIndex | None = RelevanceIndex(state=saved) if saved else None
-        self._incidents_state: str | None = extras.get("similarity")
+        self._incidents_state: Mapping[str, Any] | None = extras.get("similarity")
         self._incidents: IncidentIndex | None = None
 
     @property
@@ -61,7 +62,7 @@ class Doctor:
         use, or computed when it had none (each incident's description read like a session's)."""
         if self._incidents is None:
             library = self.kb.get("incidents", {})
-            if isinstance(self._incidents_state, str):
+            if self._incidents_state is not None:
                 self._incidents = IncidentIndex.from_state(self._incidents_state, library)
             else:
                 from .session import incident_profile

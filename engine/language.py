@@ -15,7 +15,7 @@ from typing import Any
 __all__ = ["LANGUAGES", "detect", "fact_texts", "cause_texts", "fix_texts", "phrase", "pick"]
 
 LANGUAGES = ("en", "zh")
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_HAN = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"  # compiled on first non-ASCII text (a wide class costs ~3 ms)
 
 #: The engine's own sentences (plan notes, "not recognised" guidance, what to collect next).
 _PHRASES: dict[str, dict[str, str]] = {
@@ -69,7 +69,10 @@ def detect(texts: Iterable[str]) -> str:
     """"zh" when the user's words hold at least two CJK ideographs, else "en"."""
     count = 0
     for text in texts:
-        count += len(_HAN.findall(text[:20_000]))
+        text = text[:20_000]
+        if text.isascii():
+            continue
+        count += len(re.findall(_HAN, text))
         if count >= 2:
             return "zh"
     return "en"

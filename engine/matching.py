@@ -14,7 +14,7 @@ import bisect
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .compiled import CompiledKB
 from .fuzzy import close_words, partial_ratio
@@ -23,7 +23,9 @@ from .negation import fine_after, negated_span, negated_words
 __all__ = ["SymptomMatch", "SignatureHit", "match_symptoms", "scan_lines", "clean_line", "tokens", "last_error_line", "LAST_ERROR"]
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_'+/.]*[a-z0-9]|[a-z0-9]")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+#: Kana, CJK ideographs and Hangul: a phrase holding one is matched as CJK text. Tested by code
+#: point, not by a regex: compiling a character class this wide costs a start ~3 ms.
+_CJK_RANGES = ((0x3040, 0x30FF), (0x3400, 0x9FFF), (0xAC00, 0xD7AF))
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _STOP = frozenset("a an the of to in on at is are was be it my our with for and or by as".split())
 _WINDOW_SLACK = 4
@@ -34,16 +36,14 @@ LAST_ERROR = "Last error:"
 _RANK_PREFIX = re.compile(r"^\s*(\[(default)?\d+\]:\s*)?\[rank\d+\]:\s*")
 
 
-@dataclass(frozen=True)
-class SymptomMatch:
+class SymptomMatch(NamedTuple):
     symptom: str
     phrase: str
     score: float  # 0..1
     captures: dict[str, str]
 
 
-@dataclass(frozen=True)
-class SignatureHit:
+class SignatureHit(NamedTuple):
     signature: str
     line_no: int
     line: str
@@ -151,6 +151,11 @@ def _cjk_score(phrase: str, text: str, fine_cancels: bool = False, chars: Counte
     return 0.0
 
 
+def _is_cjk(phrase: str) -> bool:
+    """Whether a (short) KB phrase holds a kana, CJK ideograph or Hangul character."""
+    return not phrase.isascii() and any(lo <= ord(c) <= hi for c in phrase for lo, hi in _CJK_RANGES)
+
+
 def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     """Every symptom the text mentions, best phrase per symptom, in KB order."""
     lowered = text.lower()
@@ -173,7 +178,7 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
                 break
         if best is None:
             for phrase in symptom.phrases:
-                if _CJK.search(phrase):
+                if _is_cjk(phrase):
                     if chars is None:
                         chars = Counter(lowered)
                     score = _cjk_score(phrase.lower(), lowered, symptom.fine_cancels, chars)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputTooLarge, SessionError, StateError, UnknownFact
@@ -67,16 +66,26 @@ LOG_GIVEN = "log_given"
 _QUESTIONS_KEPT = 10
 
 
-@dataclass
 class LogSummary:
     """What one log added: lines read, and per signature the count and first place seen."""
 
-    name: str
-    lines: int = 0
-    hits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    __slots__ = ("name", "lines", "hits")
+
+    def __init__(self, name: str, lines: int = 0, hits: dict[str, dict[str, Any]] | None = None) -> None:
+        self.name, self.lines, self.hits = name, lines, {} if hits is None else hits
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "lines": self.lines, "hits": self.hits}
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not LogSummary:
+            return NotImplemented
+        return (self.name, self.lines, self.hits) == (other.name, other.lines, other.hits)
+
+    __hash__ = None  # type: ignore[assignment] - mutable
+
+    def __repr__(self) -> str:
+        return f"LogSummary(name={self.name!r}, lines={self.lines!r}, hits={self.hits!r})"
 
 
 class Session:
@@ -93,7 +102,7 @@ class Session:
         self.doctor = doctor
         named = {str(i) for i in leave_out}
         self._leave_out = frozenset(i for i, incident in doctor.kb.get("incidents", {}).items()
-                                    if i in named or incident.source in named)
+                                    if i in named or incident.source in named) if named else frozenset()
         self._left_out_as_given = sorted(named)
         self._case_based = bool(case_based)
         self._priors = (library_priors(doctor.kb.causes, doctor.kb.get("incidents", {}), self._leave_out)

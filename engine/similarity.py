@@ -39,12 +39,10 @@ also sets the causes' priors (:mod:`engine.priors`).
 """
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .certainty import combine_all
 from .matching import tokens
@@ -92,8 +90,7 @@ def fact_feature(name: str, value: object) -> str:
     return f"{name}={shown}"
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(NamedTuple):
     """What similarity compares: word counts, signatures hit, facts as ``name=value``."""
 
     words: Mapping[str, int]
@@ -106,8 +103,7 @@ class Profile:
                    {name: fact_feature(name, value) for name, value in facts.items()})
 
 
-@dataclass(frozen=True)
-class SimilarIncident:
+class SimilarIncident(NamedTuple):
     """A reported incident like the session, with its link and cause."""
 
     id: str
@@ -161,9 +157,8 @@ class IncidentIndex:
         return len(self._vectors)
 
     @classmethod
-    def from_state(cls, state: str, incidents: Mapping[str, Any]) -> "IncidentIndex":
+    def from_state(cls, state: Mapping[str, Any], incidents: Mapping[str, Any]) -> "IncidentIndex":
         """The index :meth:`state` describes (the KB artifact keeps it); nothing is recomputed."""
-        state = json.loads(state)
         index = cls.__new__(cls)
         index._incidents = incidents
         index._idf_words, index._idf_sigs, index._idf_facts = (
@@ -174,13 +169,10 @@ class IncidentIndex:
         index._norms = {i: state["norms"][i] for i in kept}
         return index
 
-    def state(self) -> str:
-        """JSON text from which :meth:`from_state` rebuilds this index. The artifact keeps it as
-        one string, so reading the artifact does not build the index's thousands of small
-        objects; they are parsed when similar incidents are first asked for."""
-        return json.dumps({"idf": {"words": self._idf_words, "signatures": self._idf_sigs, "facts": self._idf_facts},
-                           "vectors": self._vectors, "facts": self._facts, "norms": self._norms},
-                          ensure_ascii=False, separators=(",", ":"))
+    def state(self) -> dict[str, Any]:
+        """Plain data from which :meth:`from_state` rebuilds this index (the KB artifact keeps it)."""
+        return {"idf": {"words": self._idf_words, "signatures": self._idf_sigs, "facts": self._idf_facts},
+                "vectors": self._vectors, "facts": self._facts, "norms": self._norms}
 
     def _vector(self, profile: Profile) -> dict[str, float]:
         """Feature -> weight; features the library does not use are left out."""
@@ -204,7 +196,7 @@ class IncidentIndex:
             return {}
         out: dict[str, float] = {}
         for incident_id, vector in self._vectors.items():
-            if incident_id in exclude or self._incidents[incident_id].source in exclude:
+            if exclude and (incident_id in exclude or self._incidents[incident_id].source in exclude):
                 continue
             small, large = (query, vector) if len(query) <= len(vector) else (vector, query)
             shared = [k for k in small if k in large]

@@ -1,5 +1,5 @@
-"""The KB format is defined once (kb/schema.py); a start reads a compiled JSON artifact, cached by
-content, never a pickle and never a stale copy."""
+"""The KB format is defined once (kb/schema.py); a start reads a compiled artifact of plain data,
+cached by content, never a pickle, never a stale or damaged copy."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from nccl_doctor import knowledge
 from nccl_doctor.engine import Doctor
 from nccl_doctor.kb import schema
-from nccl_doctor.kb.artifact import Record
+from nccl_doctor.kb.artifact import DeferredItems, Record, read_artifact
 from nccl_doctor.kb.load import DATA_DIR, kb_files, load_files
 
 MINI = """
@@ -98,32 +98,80 @@ def test_an_edit_keeping_size_and_time_is_seen(tmp_path, monkeypatch):
     assert _load(folder).causes["c"].title == "New title"
 
 
-def test_cache_holds_json_artifacts_only_and_evicts_old_ones(tmp_path, monkeypatch):
+def test_cache_holds_artifacts_only_and_evicts_old_ones(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     cache = tmp_path / "cache" / "nccl-doctor"
     cache.mkdir(parents=True)
     (cache / "kb-0123456789abcdef.pickle").write_bytes(b"old pickle cache")
+    (cache / "kb-2-0123456789abcdef.json").write_text("{}")  # the format before: kept among the newest
     folder = tmp_path / "kb"
     folder.mkdir()
     for n in range(knowledge.KEEP_ARTIFACTS + 3):
         (folder / "mini.yaml").write_text(MINI.replace("Old title", f"Title {n}"))
         assert _load(folder).causes["c"].title == f"Title {n}"
-    files = sorted(p.name for p in cache.iterdir())
-    assert len(files) == knowledge.KEEP_ARTIFACTS and all(f.endswith(".json") for f in files), files
-    for name in files:
-        data = json.loads((cache / name).read_text())
-        assert data["format"] == "nccl-doctor-kb"
+    files = sorted(cache.iterdir())
+    assert len(files) == knowledge.KEEP_ARTIFACTS and all(p.suffix == knowledge.SUFFIX for p in files), files
+    for path in files:
+        key = path.stem.removeprefix("kb-")
+        kb, _ = read_artifact(path.read_bytes(), key=key)
+        assert kb.causes["c"].title.startswith("Title ")
 
 
-def test_a_damaged_artifact_is_rebuilt(tmp_path, monkeypatch):
+def _damaged(artifact: bytes) -> dict[str, bytes]:
+    """Ways a cache file can be wrong: cut short, a changed byte, not ours at all, another
+    version's, another KB's, and one that checks out but holds no KB."""
+    import marshal
+    import zlib
+
+    header, _, payload = artifact.partition(b"\n")[2].partition(b"\n")
+    version, key, _, _ = header.split()
+    flipped = bytearray(artifact)
+    flipped[-100] ^= 0x20
+    foreign = marshal.dumps({"kb": {"facts": 5}})
+    return {
+        "empty": b"",
+        "truncated": artifact[: len(artifact) // 2],
+        "one byte changed": bytes(flipped),
+        "garbage": os.urandom(4096),
+        "JSON of the format before": b'{"format": "nccl-doctor-kb", "version": 2, "key": "x", "kb": 5}',
+        "another version": artifact.replace(version, b"1.1", 1),
+        "another KB": artifact.replace(key, b"0" * len(key), 1),
+        "no KB inside": b"nccl-doctor-kb\n" + b" ".join([version, key, str(len(foreign)).encode(),
+                                                        f"{zlib.crc32(foreign):08x}".encode()]) + b"\n" + foreign,
+    }
+
+
+def test_a_damaged_or_foreign_artifact_is_rebuilt_with_a_message(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     folder = tmp_path / "kb"
     folder.mkdir()
     (folder / "mini.yaml").write_text(MINI)
     _load(folder)
-    (artifact,) = (tmp_path / "cache" / "nccl-doctor").glob("kb-*.json")
-    artifact.write_text('{"format": "nccl-doctor-kb", "version": 2, "key": "x", "kb": 5}')
+    (path,) = (tmp_path / "cache" / "nccl-doctor").glob("kb-*")
+    good = path.read_bytes()
+    assert capsys.readouterr().err == ""
+    for name, data in _damaged(good).items():
+        path.write_bytes(data)
+        assert _load(folder).causes["c"].title == "Old title", name
+        err = capsys.readouterr().err
+        assert err.startswith("nccl-doctor: rebuilding the cached knowledge base") and err.count("\n") == 1, (name, err)
+        assert "Traceback" not in err
+        assert path.read_bytes() == good, name  # written again, whole
+    _load(folder)
+    assert capsys.readouterr().err == ""
+
+
+def test_an_artifact_others_can_write_is_not_trusted(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "mini.yaml").write_text(MINI)
+    _load(folder)
+    (path,) = (tmp_path / "cache" / "nccl-doctor").glob("kb-*")
+    path.chmod(0o666)
     assert _load(folder).causes["c"].title == "Old title"
+    assert "not written by this user alone" in capsys.readouterr().err
+    assert path.stat().st_mode & 0o777 == 0o600
 
 
 def test_packaged_artifact_matches_a_fresh_build(tmp_path, monkeypatch):
@@ -133,6 +181,39 @@ def test_packaged_artifact_matches_a_fresh_build(tmp_path, monkeypatch):
     fresh = load_files(kb_files(DATA_DIR), DATA_DIR, examples=False)
     assert cached == fresh
     assert set(extras["symptom_needles"]) == set(fresh.symptoms)
+    rules = cached.rules
+    assert isinstance(rules, DeferredItems) and set(rules) == set(fresh.rules)
+    some = next(iter(fresh.rules))
+    assert rules[some] == fresh.rules[some] and rules[some] is rules[some] and isinstance(rules[some], Record)
+    with pytest.raises(KeyError):
+        rules["no_such_rule"]
+    with pytest.raises(TypeError):
+        rules[some]["when"] = None
+
+
+def test_the_cached_kb_diagnoses_as_a_fresh_build_does(doctor):
+    """The start-up path (the cache file: rules parsed when tried, conditions and evidence from
+    the layout, indexes as saved) reports exactly what a KB compiled from its YAML reports:
+    diagnoses, evidence, questions, plan, similar incidents, HOW and WHY."""
+    from _packaged import packaged_doctor
+
+    fresh = packaged_doctor()
+    incidents = list(doctor.kb.incidents.values())[::25]
+    cases = [("hang at init", "", ()), ("训练在初始化时卡住了，两台机器", "", ()),
+             ("NCCL WARN NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129", "", ())]
+    cases += [(i.reporter, i.get("log") or "", leave) for i in incidents for leave in ((), (i.source,))]
+    for text, log, leave in cases:
+        reports = []
+        for source in (doctor, fresh):
+            session = source.session(leave_out=leave)
+            session.tell(text)
+            if log:
+                session.add_log(log.splitlines())
+            report = session.report()
+            top = [d["id"] for d in report["diagnoses"][:2]]
+            reports.append((report, [session.how(c).to_dict() for c in top],
+                            [session.why(q["id"]).to_dict() for q in report["questions"]]))
+        assert reports[0] == reports[1], (text[:60], leave)
 
 
 def test_one_shot_start_imports_neither_yaml_nor_pydantic_once_cached(tmp_path):

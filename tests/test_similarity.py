@@ -260,7 +260,7 @@ def test_profiles_are_kept_in_the_artifact_and_not_rebuilt_at_start(tmp_path, mo
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("NCCL_DOCTOR_NO_CACHE", raising=False)
     kb, extras = knowledge.load_knowledge(folder)
-    state = json.loads(extras["similarity"])
+    state = extras["similarity"]
     assert set(state["vectors"]) == set(kb.incidents)
     assert "s:shm_segment" in state["vectors"]["shm-docker-bus-error"]
     assert state["facts"]["shm-docker-bus-error"]["container"] == "container=docker"

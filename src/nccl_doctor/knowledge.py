@@ -1,25 +1,29 @@
-"""The knowledge base as a start reads it: one compiled JSON artifact, built on first use.
+"""The knowledge base as a start reads it: one compiled artifact, built on first use.
 
 Reading YAML and validating it with pydantic takes longer than a whole one-shot diagnosis, so
-the KB is compiled once into a plain JSON artifact (:mod:`kb.artifact`) kept in the user's cache
-(``$XDG_CACHE_HOME/nccl-doctor``). The artifact is keyed by the KB files' contents (a hash of
-every file's name and bytes), never by sizes or times, so any edit is seen; only the most
-recently used artifacts are kept. Before an artifact is written, every rule condition and regex is compiled
-once, so a cached KB is known to work. ``NCCL_DOCTOR_NO_CACHE=1`` turns the cache off.
+the KB is compiled once into a plain artifact (:mod:`kb.artifact`: plain data and JSON texts,
+checksummed) kept in the user's cache (``$XDG_CACHE_HOME/nccl-doctor``). The artifact is keyed
+by the KB files' contents (a hash of every file's name and bytes), never by sizes or times, so
+any edit is seen; only the most recently used artifacts are kept. Before an artifact is written,
+every rule condition and regex is compiled once, so a cached KB is known to work. A cached file
+that is damaged or not ours is rebuilt, with one line on stderr saying so.
+``NCCL_DOCTOR_NO_CACHE=1`` turns the cache off.
 """
 from __future__ import annotations
 
-import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
-from .kb.artifact import ARTIFACT_VERSION, ArtifactError, KnowledgeBase, build_artifact, read_artifact
+from .kb.artifact import (ARTIFACT_VERSION, ArtifactError, KnowledgeBase, build_artifact, read_artifact, read_plain,
+                          write_artifact)
 from .kb.load import DATA_DIR, content_key, kb_files, load_models
 
-__all__ = ["load_knowledge", "kb_source", "cache_dir", "KEEP_ARTIFACTS"]
+__all__ = ["load_knowledge", "kb_source", "cache_dir", "KEEP_ARTIFACTS", "SUFFIX"]
 
 KEEP_ARTIFACTS = 16  # several KB folders (--kb DIR, checkouts) each keep theirs
+SUFFIX = ".kb"
 
 
 def cache_dir() -> Path:
@@ -43,31 +47,28 @@ def load_knowledge(directory: str | Path | None = None, *, use_cache: bool = Tru
     Raises ``KBError``."""
     folder, paths, key = source if source is not None else kb_source(directory)
     use_cache = use_cache and not os.environ.get("NCCL_DOCTOR_NO_CACHE")
-    path = cache_dir() / f"kb-{key}.json"
+    path = cache_dir() / f"kb-{key}{SUFFIX}"
     if use_cache:
         cached = _read(path, key)
         if cached is not None:
             return cached
-    artifact = _compile(paths, folder, key)
-    # ASCII with \u escapes: the Chinese texts would make the whole text a wide string, which
-    # decodes and parses about a fifth slower (54 against 43 ms CPU for the packaged KB)
-    text = json.dumps(artifact, ensure_ascii=True, separators=(",", ":"))
+    data = write_artifact(_compile(paths, folder, key))
     if use_cache:
-        _write(path, text)
-    return read_artifact(text, key=key)
+        _write(path, data)
+    return read_artifact(data, key=key)  # read as a cached start reads it
 
 
 def _builder_sources() -> list[Path]:
-    """The code whose output the artifact holds: a change to it rebuilds the artifact too."""
+    """The code whose output the artifact holds (the KB's loader and the whole engine, which
+    derives the layout and indexes): a change to it rebuilds the artifact too."""
     from .kb import artifact
 
     kb_dir = Path(artifact.__file__).resolve().parent  # found through the import system: editable or not
-    engine_dir = kb_dir.parent / "engine"
-    return [Path(__file__).resolve(), kb_dir / "schema.py", kb_dir / "load.py", kb_dir / "artifact.py", kb_dir / "needles.py",
-            engine_dir / "relevance.py", engine_dir / "matching.py", engine_dir / "compiled.py",
-            engine_dir / "conditions.py", engine_dir / "questions.py", engine_dir / "values.py",
-            engine_dir / "consult_model.py", engine_dir / "chaining.py", engine_dir / "certainty.py",
-            engine_dir / "similarity.py", engine_dir / "session.py"]
+    found = [Path(__file__).resolve()]
+    for folder in (kb_dir, kb_dir.parent / "engine"):
+        with os.scandir(folder) as entries:
+            found += sorted(Path(e.path) for e in entries if e.name.endswith(".py"))
+    return found
 
 
 def _compile(paths: list[Path], folder: Path, key: str) -> dict[str, Any]:
@@ -79,7 +80,7 @@ def _compile(paths: list[Path], folder: Path, key: str) -> dict[str, Any]:
     from .engine.session import Doctor
 
     artifact = build_artifact(load_models(paths, folder), key=key)
-    kb, _ = read_artifact(json.dumps(artifact))
+    kb, _ = read_plain(artifact)
     compiled = compile_kb(kb, validate=True)
     artifact["layout"] = export_layout(compiled)
     artifact["options"] = answer_options(compiled)
@@ -90,13 +91,18 @@ def _compile(paths: list[Path], folder: Path, key: str) -> dict[str, Any]:
 
 
 def _read(path: Path, key: str) -> tuple[KnowledgeBase, dict[str, Any]] | None:
-    """Our own artifact: trusted only if this user owns it and nobody else can write it."""
+    """Our own artifact: trusted only if this user owns it and nobody else can write it. None
+    when there is none (first use) or it cannot be used (then stderr says why)."""
     try:
-        stat = path.stat()
-        if stat.st_uid != os.getuid() or stat.st_mode & 0o022:
-            return None
-        found = read_artifact(path.read_bytes(), key=key)
-    except (OSError, ArtifactError):
+        with open(path, "rb", buffering=0) as handle:
+            stat = os.fstat(handle.fileno())
+            if stat.st_uid != os.getuid() or stat.st_mode & 0o022:
+                raise ArtifactError("not written by this user alone")
+            found = read_artifact(handle.readall(), key=key)
+    except FileNotFoundError:
+        return None
+    except (OSError, ArtifactError) as exc:
+        sys.stderr.write(f"nccl-doctor: rebuilding the cached knowledge base {path}: {exc}\n")
         return None
     try:
         os.utime(path)  # "recently used", for eviction
@@ -105,14 +111,14 @@ def _read(path: Path, key: str) -> tuple[KnowledgeBase, dict[str, Any]] | None:
     return found
 
 
-def _write(path: Path, text: str) -> None:
-    """Write atomically, then drop all but the newest few artifacts (and old pickle caches)."""
+def _write(path: Path, data: bytes) -> None:
+    """Write atomically (a reader never sees half a file), then drop all but the newest few."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, path)
         _evict(path.parent, keep=path)
     except OSError:
@@ -120,9 +126,11 @@ def _write(path: Path, text: str) -> None:
 
 
 def _evict(folder: Path, keep: Path) -> None:
-    old = sorted((p for p in folder.glob("kb-*") if p != keep and p.suffix in (".json", ".pickle")),
-                 key=lambda p: p.stat().st_mtime, reverse=True)
-    stale = [p for p in old if p.suffix == ".pickle"] + [p for p in old if p.suffix == ".json"][KEEP_ARTIFACTS - 1:]
+    """Keep the newest few artifacts, of this format or the JSON one before it (another
+    installed version may share the cache); pickles, the format before that, all go."""
+    found = sorted((p for p in folder.glob("kb-*") if p != keep and p.suffix in (SUFFIX, ".json", ".pickle")),
+                   key=lambda p: p.stat().st_mtime, reverse=True)
+    stale = [p for p in found if p.suffix == ".pickle"] + [p for p in found if p.suffix != ".pickle"][KEEP_ARTIFACTS - 1:]
     for p in stale:
         try:
             p.unlink()
