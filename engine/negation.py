@@ -2,8 +2,9 @@
 
 A match names something the user says. It does not count when, in the same clause,
 
-- a negation cue stands just before it ("not", "never", "no", "n't", "without", "cannot";
-  没有, 没, 未, 不, 无法, 并非) — "it does not hang", "没有卡住"; or
+- a negation cue stands just before it ("not", "never", "no", "n't", "without", "cannot", or a
+  contrast "instead of" / "rather than" a word or two before; 没有, 没, 未, 不, 无法, 并非) —
+  "it does not hang", "fails mid-run instead of at start-up", "没有卡住"; or
 - for a symptom that names a thing as the suspect (``fine_cancels: true``), a cue that the thing
   is fine follows it ("works", "is fine", "no problem", 正常, 没问题) — "gloo works fine".
 
@@ -21,6 +22,10 @@ NEGATORS = frozenset(
     "not no never doesn't don't didn't isn't wasn't aren't weren't can't cannot won't without "
     "nor neither hardly".split()
 )
+# Two-word cues that deny what follows them ("fails mid-run instead of at start-up"); they may stand
+# a word further away than the one-word cues.
+_CONTRASTS = frozenset({("instead", "of"), ("rather", "than")})
+_CONTRAST_WORDS_BEFORE = 4
 _ZH_NEGATORS = ("没有", "没", "未", "不", "无法", "并非", "并未", "别")
 _WORDS_BEFORE = 3
 _ZH_CHARS_BEFORE = 4
@@ -52,8 +57,9 @@ def negated_span(text: str, start: int, end: int) -> bool:
     """True when a negation cue stands just before ``text[start:end]`` in its clause (``text``
     lower-cased)."""
     before = text[_clause_start(text, start):start]
-    words = _WORD.findall(before.replace("’", "'"))[-_WORDS_BEFORE:]
-    if any(w in NEGATORS or w.endswith("n't") for w in words):
+    all_words = _WORD.findall(before.replace("’", "'"))
+    words = all_words[-_WORDS_BEFORE:]
+    if any(w in NEGATORS or w.endswith("n't") for w in words) or _contrast(all_words[-_CONTRAST_WORDS_BEFORE:]):
         return True
     tail = _ZH_NOT_NEGATION.sub("", before.rstrip())[-_ZH_CHARS_BEFORE:]
     return any(cue in tail for cue in _ZH_NEGATORS)
@@ -67,5 +73,12 @@ def fine_after(text: str, end: int) -> bool:
 
 def negated_words(words: list[str], lo: int, hi: int, own: set[str] | list[str]) -> bool:
     """The word-level form for fuzzy phrase matches: a negator among the two words before the
-    phrase or between its words (the phrase's own words excepted)."""
+    phrase or between its words (the phrase's own words excepted), or a contrast ("instead of")
+    among the four words before it."""
+    if _contrast(words[max(0, lo - _CONTRAST_WORDS_BEFORE):lo]):
+        return True
     return any((w in NEGATORS or w.endswith("n't")) and w not in own for w in words[max(0, lo - 2):hi + 1])
+
+
+def _contrast(words: list[str]) -> bool:
+    return any(pair in _CONTRASTS for pair in zip(words, words[1:]))

@@ -54,6 +54,9 @@ def said(doctor, text):
     ("训练卡住了", {"says_hang_phrase"}),
     ("训练没有卡住", set()),
     ("是不是卡住了", {"says_hang_phrase"}),  # a yes-no question, not a negation
+    ("it crashes mid-run instead of being stuck at init", set()),  # a contrast denies what follows it
+    ("it crashes rather than hangs", set()),
+    ("instead of crashing, rank 3 is stuck at init", {"says_hang_pattern"}),  # the contrast is another clause's
 ])
 def test_negation_scope(doctor, text, expected):
     assert said(doctor, text) & {"says_hang_phrase", "says_hang_pattern"} == expected
