@@ -250,6 +250,24 @@ def test_an_interface_setting_that_never_reached_the_workers_stays_the_interface
     assert session.diagnoses()[0].id == "nccl_ifname_wrong"
 
 
+
+@pytest.mark.parametrize("text, fact, wrong", [
+    ("the job stalls at that barrier and never starts the next epoch", "phase", "init"),
+    ("vLLM with TP 2 hangs right after NCCL init", "phase", "init"),
+    ("dies at the first checkpoint after 3 hours; I set a 30 min timeout in init_process_group", "phase", "init"),
+    ("GRPOTrainer with accelerate launch just sits at step 0 forever", "phase", "init"),
+    ("it hangs close to the end of training: some cards finish and the rest stay stuck", "phase", "shutdown"),
+    ("two fine-tuning runs on the same 4-GPU node, the second dies in the rendezvous", "multi_node", True),
+])
+def test_words_out_of_context_do_not_set_a_fact(doctor, text, fact, wrong):
+    """Phrases whose words also occur in other senses (a phrase's near misses, ``unless``, apply to
+    phrases as to patterns)."""
+    session = doctor.session()
+    session.tell(text)
+    found = session.facts().get(fact)
+    assert found is None or found.value != wrong, found
+
+
 # ------------------------------------------------------------------------ information gain
 def test_gain_weighs_answers_by_their_chance_and_dont_know(doctor):
     session = doctor.session()
