@@ -320,6 +320,33 @@ def test_gain_weighs_answers_by_their_chance_and_dont_know(doctor):
     assert fact_gain(beliefs, [{unlikely: 20.0}, {}], always(1.0)) < sure
 
 
+def test_no_relevance_bonus_for_a_question_hardly_anyone_can_answer(doctor):
+    """Whether it failed after a long run or after training finished: almost no reporter in the
+    library could tell; such questions must not fill the first turns on what they could open."""
+    session = doctor.session()
+    session.tell("Fine-tuning launched with torchrun --nproc_per_node=4 crashes with an invalid device ordinal error")
+    asked = asked_in(session, rounds=4)
+    assert not {"fails_after_long_run", "training_finished"} & set(asked), asked
+
+
+def test_an_evidence_question_reaches_only_what_is_not_known_firmly(doctor):
+    """What changed (new image, more nodes, containers, a cloud, a VM) reveals nothing again once
+    the user has answered it; read from their words it may still be corrected."""
+    model = doctor.consult_model
+    told = doctor.session()
+    told.tell("training on two nodes in docker containers on AWS VMs hangs")
+    assert {"multi_node", "container", "cloud", "in_vm"} <= set(told.facts())
+    assert model.reach("what_changed_text", told.facts()) == model.evidence["what_changed_text"]
+    answered = doctor.session()
+    answered.tell("training hangs")
+    for fact, value in {"multi_node": True, "container": "docker", "cloud": "aws", "in_vm": True}.items():
+        answered.answer(fact, value)
+    narrower = model.reach("what_changed_text", answered.facts())
+    full = model.evidence["what_changed_text"]
+    assert set(narrower.rate) < set(full.rate)
+    assert sum(narrower.rate.values()) < sum(full.rate.values())
+
+
 def test_questions_consider_causes_beyond_the_leaders(doctor):
     session = doctor.session()
     session.tell("MMDetection distributed training on 4 AWS p4d nodes with EFA hangs during initialization")
