@@ -274,6 +274,10 @@ def test_an_interface_setting_that_never_reached_the_workers_stays_the_interface
     ("Lightning DDP on a single machine with several GPUs gets stuck right at the start. It started after "
      "I installed a newer NVIDIA driver (545.23.08); 535.113 was fine.",
      {"nccl_p2p_disable_helps": True}, "driver_p2p_regression"),
+    # the user's own check does not overrule AWS's validator naming the security group
+    ("Creating a ParallelCluster cluster with EFA fails validation, saying EFA requires a security group "
+     "that allows all inbound and outbound traffic to and from itself", {"efa_sg_self_rules_ok": True},
+     "efa_security_group"),
 ])
 def test_a_true_answer_keeps_the_right_cause_first(doctor, text, answers, cause):
     session = doctor.session(case_based=False)
@@ -290,6 +294,9 @@ def test_a_true_answer_keeps_the_right_cause_first(doctor, text, answers, cause)
     ("GRPOTrainer with accelerate launch just sits at step 0 forever", "phase", "init"),
     ("it hangs close to the end of training: some cards finish and the rest stay stuck", "phase", "shutdown"),
     ("two fine-tuning runs on the same 4-GPU node, the second dies in the rendezvous", "multi_node", True),
+    ("Single node, multiple GPUs: training hangs", "multi_node", True),
+    ("Multi-machine PyTorch training fails at NCCL initialization; the same code works on the nodes individually",
+     "multi_node", False),
 ])
 def test_words_out_of_context_do_not_set_a_fact(doctor, text, fact, wrong):
     """Phrases whose words also occur in other senses (a phrase's near misses, ``unless``, apply to
