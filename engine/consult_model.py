@@ -30,13 +30,14 @@ from typing import Any, NamedTuple
 
 from .certainty import combine
 from .chaining import consequences, infer
-from .compiled import CompiledKB
+from .compiled import IMPLIES, CompiledKB
 from .conditions import condition_facts
 from .matching import scan_lines
 from .memory import FactRecord, Source
 from .values import Value, ValueProblem, coerce
 
-__all__ = ["ConsultModel", "EvidenceReach", "incident_lifts", "artifact_part", "DONT_KNOW", "REVEAL_DEFAULT", "SHOWS"]
+__all__ = ["ConsultModel", "EvidenceReach", "incident_lifts", "artifact_part", "reporter_knowledge", "DONT_KNOW",
+           "REVEAL_DEFAULT", "SHOWS"]
 
 #: The chance of "don't know" to a yes/no or choice question, without incidents to go by.
 DONT_KNOW = 0.3
@@ -308,6 +309,21 @@ def incident_lifts(ckb: CompiledKB) -> tuple[dict[str, dict[str, float]], dict[s
                 if single:
                     by_fact[fact.id][incident.id] = single
     return out, by_fact
+
+
+def reporter_knowledge(ckb: CompiledKB, knows: Mapping[str, Any]) -> dict[str, Value]:
+    """What a reporter who knows ``knows`` can tell: those facts (of the right type) and what they
+    settle by the KB's ``implies`` (an init failure did not run for hours first; a job that hangs
+    at init did not finish training). Not what the diagnostic rules derive. (The model's chance of
+    an answer is learned from ``knows`` alone, which counts a fact implied by another as unknown:
+    asking for the implying fact is the better question.)"""
+    records = _records(ckb.kb, knows)
+    state = infer(ckb, records)
+    out = {name: record.value for name, record in records.items()}
+    for name, record in state.facts.items():
+        if name not in out and record.source.kind == "rule" and record.source.detail.startswith(f"{IMPLIES}_"):
+            out[name] = record.value
+    return out
 
 
 def _records(kb: Any, values: Mapping[str, Any]) -> dict[str, FactRecord]:

@@ -469,6 +469,20 @@ def _bench():
     return module
 
 
+def test_the_simulated_reporter_answers_what_its_knowledge_implies(doctor):
+    """A reporter whose job failed at start-up knows it did not run for hours first (the KB's
+    ``implies``), so the benchmark's reporter answers that question instead of "don't know"."""
+    from types import SimpleNamespace
+
+    bench = _bench()
+    reporter = SimpleNamespace(id="made-up", knows={"phase": "init"}, log="")
+    session = doctor.session()
+    session.tell("two-node training hangs")
+    bench.answer(session, "fails_after_long_run", reporter)
+    assert session.facts()["fails_after_long_run"].value is False
+    assert "fails_after_long_run" not in session.unknown
+
+
 def test_consultation_benchmark_quick_subset(doctor):
     """Every 8th incident: asking must beat not asking and a fixed order, and rarely hurt (none of
     these 46 at the time of writing; a true answer that sends the right cause down is a rule too
