@@ -199,11 +199,21 @@ def test_one_machine_says_nothing_against_missing_ranks(doctor):
 
 def test_a_rank_leaving_the_loop_early_asks_about_per_rank_state(doctor):
     session = doctor.session()
-    session.tell("DDP training with a patience setting: when early stopping triggers the main process "
-                 "stops but the other GPU processes keep waiting forever")
+    session.tell("DDP training with a patience setting: at some point the main process stops but the "
+                 "other GPU processes keep waiting forever")
     session.answer("ranks_leave_loop_early", True)
     assert "per_rank_value_steers_flow" in [q.id for q in session.questions(limit=40)]
     session.answer("per_rank_value_steers_flow", True)
+    assert session.diagnoses()[0].id == "rank_state_diverges"
+
+
+def test_early_stopping_that_stops_only_the_main_process_is_a_per_rank_decision(doctor):
+    """Said in words, it needs no question: the stop was decided on one rank, which left early."""
+    session = doctor.session(case_based=False)
+    session.tell("YOLO multi-GPU DDP training with a patience value: when early stopping triggers, the main "
+                 "process stops but the other GPU processes keep waiting and the job never exits")
+    facts = session.facts()
+    assert facts["ranks_leave_loop_early"].value and facts["per_rank_value_steers_flow"].value
     assert session.diagnoses()[0].id == "rank_state_diverges"
 
 
