@@ -288,6 +288,9 @@ def test_an_interface_setting_that_never_reached_the_workers_stays_the_interface
     ("Creating a ParallelCluster cluster with EFA fails validation, saying EFA requires a security group "
      "that allows all inbound and outbound traffic to and from itself", {"efa_sg_self_rules_ok": True},
      "efa_security_group"),
+    # a GPU fault said in words: nvidia-smi failing on one GPU, dmesg full of PCIe errors
+    ("PyTorch multi-GPU training just stopped making progress. nvidia-smi now errors on one GPU and dmesg is "
+     "full of PCIe messages", {}, "gpu_xid_ecc_bad_node"),
 ])
 def test_a_true_answer_keeps_the_right_cause_first(doctor, text, answers, cause):
     session = doctor.session(case_based=False)
@@ -307,6 +310,7 @@ def test_a_true_answer_keeps_the_right_cause_first(doctor, text, answers, cause)
     ("Single node, multiple GPUs: training hangs", "multi_node", True),
     ("Multi-machine PyTorch training fails at NCCL initialization; the same code works on the nodes individually",
      "multi_node", False),
+    ("vLLM across two nodes times out right after the memory profiling step", "oom_mentioned", True),
 ])
 def test_words_out_of_context_do_not_set_a_fact(doctor, text, fact, wrong):
     """Phrases whose words also occur in other senses (a phrase's near misses, ``unless``, apply to
