@@ -64,10 +64,12 @@ def clean_line(line: str) -> str:
 
 
 def _narrows(word: str, candidate: str) -> bool:
-    """True when the phrase word is the text word with letters added around it ("connectx" vs
-    "connect", "sbatch" vs "batch"): a more specific name, not a typo of the text's word (a
-    plural -s still counts as a typo)."""
-    return candidate in word and word != candidate + "s"
+    """True when one word is the other with letters added in front or around it: the phrase
+    word a more specific name than the text's ("connectx" vs "connect", "sbatch" vs "batch"),
+    or the text word another word that contains the phrase word ("installed" for "stalled") -
+    not a typo either way (a plural -s still counts as a typo; letters added at the end of the
+    text word are a prefix match, counted before fuzzy ones)."""
+    return (candidate in word and word != candidate + "s") or (word in candidate and not candidate.startswith(word))
 
 
 class _TextIndex:

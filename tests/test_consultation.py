@@ -311,6 +311,12 @@ def test_a_true_answer_keeps_the_right_cause_first(doctor, text, answers, cause)
     ("Multi-machine PyTorch training fails at NCCL initialization; the same code works on the nodes individually",
      "multi_node", False),
     ("vLLM across two nodes times out right after the memory profiling step", "oom_mentioned", True),
+    # fuzzy matching took a word containing the phrase word for a typo of it
+    ("torchrun crashes with invalid device ordinal; the GPU, CUDA and the driver are installed correctly",
+     "symptom_hang", True),
+    ("Horovod with one node, 2 GPUs and one process per GPU crashes", "orchestrator", "slurm"),
+    ("right after upgrading, import torch fails with an undefined symbol error", "ib_link_unhealthy", True),
+    ("MMDetection under mpirun on a multi-GPU SageMaker instance dies", "gpu_is_mig", True),
 ])
 def test_words_out_of_context_do_not_set_a_fact(doctor, text, fact, wrong):
     """Phrases whose words also occur in other senses (a phrase's near misses, ``unless``, apply to
