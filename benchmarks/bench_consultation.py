@@ -4,8 +4,9 @@
 The simulated reporter starts from the symptom alone (the incident's ``reporter`` text, no log)
 and answers the engine's questions one at a time:
 
-- a yes/no, choice or value question: the value in ``knows`` when the reporter knew it, else
-  "don't know";
+- a yes/no, choice or value question: the value in ``knows`` when the reporter knew it - or
+  when a fact it knew settles it by the KB's ``implies`` (a reporter whose job failed at start-up
+  knows it did not run for hours first) - else "don't know";
 - the evidence question for a log line: the incident's ``log`` lines, when it has any;
 - the other evidence questions (versions, launch command, what changed): the facts they reveal
   that the reporter knew, stated directly; "don't know" when it knew none.
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 
 from nccl_doctor import load_doctor
 from nccl_doctor.engine import SessionError
+from nccl_doctor.engine.consult_model import reporter_knowledge
 
 TOP1_AT = 5
 
@@ -66,7 +68,7 @@ def fix_rank(session, fix: str, worst: int) -> int:
 def answer(session, question_id: str, incident) -> None:
     """What the reporter of ``incident`` says to the question."""
     fact = session.doctor.kb.facts[question_id]
-    knows = dict(incident.knows)
+    knows = reporter_knowledge(session.doctor.compiled, incident.knows)
     try:
         if fact.get("evidence") == "log":
             if (incident.log or "").strip():

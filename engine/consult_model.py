@@ -14,7 +14,11 @@ From the incidents (each with its cause and a ``knows:`` map of what its reporte
   does not recompute them). For a cause ``c``, ``r(c)`` is the smoothed share of its incidents
   whose answer raised it (toward the pooled share over all causes the question can reach) and
   ``s(c)`` their mean lift (toward the strongest rule the revealed facts reach). Causes without
-  incidents take the pooled values.
+  incidents take the pooled values. An answer can only show what the session does not know yet:
+  the versions, launch command or what changed that the user already gave reveal nothing again.
+  So each revealed fact's own lift is kept too (``fact_lifts``), and :meth:`ConsultModel.reach`
+  estimates ``r`` and ``s`` from the facts not yet known firmly (their lifts combined) - a fact
+  read from the user's words still counts, the answer may correct it.
 
 A benchmark scoring an incident leaves it out (:meth:`ConsultModel.leaving_out`).
 """
@@ -26,13 +30,14 @@ from typing import Any, NamedTuple
 
 from .certainty import combine
 from .chaining import consequences, infer
-from .compiled import CompiledKB
+from .compiled import IMPLIES, CompiledKB
 from .conditions import condition_facts
 from .matching import scan_lines
 from .memory import FactRecord, Source
 from .values import Value, ValueProblem, coerce
 
-__all__ = ["ConsultModel", "EvidenceReach", "incident_lifts", "artifact_part", "DONT_KNOW", "REVEAL_DEFAULT", "SHOWS"]
+__all__ = ["ConsultModel", "EvidenceReach", "incident_lifts", "artifact_part", "reporter_knowledge", "DONT_KNOW",
+           "REVEAL_DEFAULT", "SHOWS"]
 
 #: The chance of "don't know" to a yes/no or choice question, without incidents to go by.
 DONT_KNOW = 0.3
@@ -42,6 +47,10 @@ REVEAL_DEFAULT = 0.3
 SHOWS = 0.05
 #: Weight of the prior in the smoothed shares (pseudo-incidents).
 PRIOR_WEIGHT = 2.0
+#: Reaches kept per model for (evidence question, revealed facts still unknown).
+_REACH_CACHE = 512
+#: Sources whose facts an evidence question's answer would not change.
+_FIRM = frozenset({"answer", "cli", "probe", "log"})
 _SIMULATED = Source("answer", "simulated")
 _LOG_GIVEN = "log_given"
 
@@ -88,10 +97,11 @@ class ConsultModel:
         incidents = kb.get("incidents") or {}
         self._incidents = {i.id: i for i in incidents.values() if i.get("knows")}
         if saved is not None:
-            self.moves, self._raising, self._lifts = saved["either"], saved["raising"], saved["lifts"]
+            self.moves, self._raising = saved["either"], saved["raising"]
+            self._lifts, self._fact_lifts = saved["lifts"], saved["fact_lifts"]
         else:
             self.moves, self._raising = _strengths(ckb)
-            self._lifts = incident_lifts(ckb) if self._incidents else {}
+            self._lifts, self._fact_lifts = incident_lifts(ckb) if self._incidents else ({}, {})
         self._learn(frozenset())
 
     def leaving_out(self, incidents: Iterable[str]) -> "ConsultModel":
@@ -112,8 +122,34 @@ class ConsultModel:
             if incident.id not in left_out and incident.cause in kb.causes:
                 by_cause[incident.cause].append(incident)
         self._known_rates(by_cause)
+        self.answer_chance = {fact_id: {c: self.known_given(fact_id, c, True) for c in causes}
+                              for fact_id, causes in self.bears_on.items()}
+        self._by_cause = by_cause
+        self._reaches: dict[tuple[str, frozenset[str] | None], EvidenceReach] = {}
+        #: Each evidence question's reach when nothing it reveals is known yet.
         self.evidence = {fact_id: self._reach(fact_id, by_cause) for fact_id, fact in kb.facts.items()
                          if fact.get("evidence") and fact.question}
+
+    def reach(self, fact_id: str, known: Mapping[str, FactRecord]) -> EvidenceReach:
+        """What evidence question ``fact_id`` could still show, given the facts ``known`` now:
+        only its revealed facts not yet known firmly count - a fact read from the user's own
+        words (or derived from them) may still be corrected by the pasted command or versions,
+        one answered, given on the command line, probed or logged will not change. The log
+        question reveals whatever the log lines say, so it always has its full reach."""
+        revealed = self._ckb.kb.facts[fact_id].get("reveals") or ()
+        if not revealed:
+            return self.evidence[fact_id]
+        unknown = frozenset(name for name in revealed
+                            if name not in known or known[name].source.kind not in _FIRM)
+        if len(unknown) == len(revealed):
+            return self.evidence[fact_id]
+        key = (fact_id, unknown)
+        found = self._reaches.get(key)
+        if found is None:
+            if len(self._reaches) >= _REACH_CACHE:
+                self._reaches.clear()
+            found = self._reaches[key] = self._reach(fact_id, self._by_cause, unknown)
+        return found
 
     def _known_rates(self, by_cause: Mapping[str, list[Any]]) -> None:
         """``known[F]``: the share of all incidents whose reporter knew ``F`` (for causes ``F``
@@ -147,16 +183,30 @@ class ConsultModel:
             return base
         return (self._knew.get(fact_id, {}).get(cause, 0) + PRIOR_WEIGHT * base) / (seen + PRIOR_WEIGHT)
 
-    def _reach(self, fact_id: str, by_cause: Mapping[str, list[Any]]) -> EvidenceReach:
+    def _reach(self, fact_id: str, by_cause: Mapping[str, list[Any]],
+               unknown: frozenset[str] | None = None) -> EvidenceReach:
+        """``unknown``: the revealed facts still unknown (None: all of them)."""
         fact = self._ckb.kb.facts[fact_id]
         revealed = set(fact.get("reveals") or ())
+        if unknown is not None:
+            revealed &= unknown
         if fact.get("evidence") == "log":
             revealed |= {name for sig in self._ckb.kb.signatures.values() for name in sig.sets}
         static: dict[str, float] = {}
         for name in revealed:
             for cause, value in self._raising.get(name, {}).items():
                 static[cause] = max(static.get(cause, 0.0), value)
-        lifts = self._lifts.get(fact_id, {})
+        if unknown is None:
+            lifts = self._lifts.get(fact_id, {})
+        else:
+            lifts = {}
+            for incident, by_fact in self._fact_lifts.get(fact_id, {}).items():
+                lift = 0.0
+                for name, value in by_fact.items():
+                    if name in unknown:
+                        lift = combine(lift, value)
+                if lift:
+                    lifts[incident] = lift
         shown_total = tried_total = 0
         per_cause: dict[str, tuple[int, int, float]] = {}
         for cause in static:
@@ -212,16 +262,29 @@ def _strengths(ckb: CompiledKB) -> tuple[dict[str, dict[str, float]], dict[str, 
 def artifact_part(ckb: CompiledKB) -> dict[str, Any]:
     """What the KB artifact keeps for the model, so a start does not recompute it."""
     either, raising = _strengths(ckb)
-    return {"either": either, "raising": raising, "lifts": incident_lifts(ckb)}
+    lifts, fact_lifts = incident_lifts(ckb)
+    return {"either": either, "raising": raising, "lifts": lifts, "fact_lifts": fact_lifts}
 
 
-def incident_lifts(ckb: CompiledKB) -> dict[str, dict[str, float]]:
+def _lift(ckb: CompiledKB, base: Any, new: Mapping[str, FactRecord], cause: str) -> float:
+    """How far adding ``new`` to the inference ``base`` moves ``cause``'s certainty."""
+    before = base.certainty(cause)
+    _, evidence = consequences(ckb, base, new)
+    after = before
+    for value in evidence.get(cause, ()):
+        after = combine(after, value)
+    return after - before
+
+
+def incident_lifts(ckb: CompiledKB) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]]]:
     """Per evidence question, per incident: how far the incident's own answer moves its cause's
-    certainty, on top of the other facts its reporter knows (pure; a few seconds for hundreds of
+    certainty, on top of the other facts its reporter knows; and, for the questions that reveal
+    named facts, how far each of those facts alone moves it (pure; a few seconds for hundreds of
     incidents, so the KB artifact keeps the result)."""
     kb = ckb.kb
     questions = [f for f in kb.facts.values() if f.get("evidence") and f.question]
     out: dict[str, dict[str, float]] = {f.id: {} for f in questions}
+    by_fact: dict[str, dict[str, dict[str, float]]] = {f.id: {} for f in questions if f.get("reveals")}
     for incident in (kb.get("incidents") or {}).values():
         if not incident.get("knows") or incident.cause not in kb.causes:
             continue
@@ -236,13 +299,30 @@ def incident_lifts(ckb: CompiledKB) -> dict[str, dict[str, float]]:
             if not new:
                 continue
             base = infer(ckb, {name: r for name, r in knows.items() if name not in new})
-            before = base.certainty(incident.cause)
-            _, evidence = consequences(ckb, base, new)
-            after = before
-            for value in evidence.get(incident.cause, ()):
-                after = combine(after, value)
-            if abs(after - before) > 1e-6:
-                out[fact.id][incident.id] = round(after - before, 4)
+            lift = _lift(ckb, base, new, incident.cause)
+            if abs(lift) > 1e-6:
+                out[fact.id][incident.id] = round(lift, 4)
+            if fact.id in by_fact:
+                single = {name: round(_lift(ckb, base, {name: record}, incident.cause), 4)
+                          for name, record in new.items()}
+                single = {name: value for name, value in single.items() if abs(value) > 1e-6}
+                if single:
+                    by_fact[fact.id][incident.id] = single
+    return out, by_fact
+
+
+def reporter_knowledge(ckb: CompiledKB, knows: Mapping[str, Any]) -> dict[str, Value]:
+    """What a reporter who knows ``knows`` can tell: those facts (of the right type) and what they
+    settle by the KB's ``implies`` (an init failure did not run for hours first; a job that hangs
+    at init did not finish training). Not what the diagnostic rules derive. (The model's chance of
+    an answer is learned from ``knows`` alone, which counts a fact implied by another as unknown:
+    asking for the implying fact is the better question.)"""
+    records = _records(ckb.kb, knows)
+    state = infer(ckb, records)
+    out = {name: record.value for name, record in records.items()}
+    for name, record in state.facts.items():
+        if name not in out and record.source.kind == "rule" and record.source.detail.startswith(f"{IMPLIES}_"):
+            out[name] = record.value
     return out
 
 

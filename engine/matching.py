@@ -6,7 +6,8 @@ it ("hang" ~ "hanging", "init" ~ "initialization") or is within a small edit dis
 "connectx" or "batch" for "sbatch", does not count), and all the phrase's words must occur close
 together. Phrases in Chinese (or any text without spaces) match as substrings, fuzzily when long
 enough. Symptom regexes (RE2, linear time) run line by line over lines cut to 2,000 characters.
-Every match, phrase or pattern, goes through one negation and hedging check (engine/negation.py).
+Every match, phrase or pattern, goes through one negation and hedging check (engine/negation.py),
+and none counts where one of the symptom's ``unless`` near misses overlaps it.
 """
 from __future__ import annotations
 
@@ -63,10 +64,12 @@ def clean_line(line: str) -> str:
 
 
 def _narrows(word: str, candidate: str) -> bool:
-    """True when the phrase word is the text word with letters added around it ("connectx" vs
-    "connect", "sbatch" vs "batch"): a more specific name, not a typo of the text's word (a
-    plural -s still counts as a typo)."""
-    return candidate in word and word != candidate + "s"
+    """True when one word is the other with letters added in front or around it: the phrase
+    word a more specific name than the text's ("connectx" vs "connect", "sbatch" vs "batch"),
+    or the text word another word that contains the phrase word ("installed" for "stalled") -
+    not a typo either way (a plural -s still counts as a typo; letters added at the end of the
+    text word are a prefix match, counted before fuzzy ones)."""
+    return (candidate in word and word != candidate + "s") or (word in candidate and not candidate.startswith(word))
 
 
 class _TextIndex:
@@ -102,8 +105,10 @@ class _TextIndex:
         return found
 
 
-def _phrase_score(phrase_words: list[str], index: _TextIndex, fine_cancels: bool = False) -> float:
-    """Best score of the phrase's words occurring together in the text; 0 when absent."""
+def _phrase_score(phrase_words: list[str], index: _TextIndex, fine_cancels: bool = False,
+                  blocked: frozenset[int] = frozenset()) -> float:
+    """Best score of the phrase's words occurring together in the text; 0 when absent. Words
+    at ``blocked`` positions (inside a near miss) do not take part."""
     if not phrase_words:
         return 0.0
     occurrences = [index.occurrences(w) for w in phrase_words]
@@ -124,6 +129,8 @@ def _phrase_score(phrase_words: list[str], index: _TextIndex, fine_cancels: bool
             total += s
             lo, hi = min(lo, i), max(hi, i)
         if not ok or hi - lo >= window:
+            continue
+        if blocked and any(i in blocked for i in range(lo, hi + 1)):
             continue
         if negated_words(index.words, lo, hi, phrase_words):
             continue
@@ -177,19 +184,42 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
                 best = SymptomMatch(symptom.id, found.group(0), 1.0, caps)
                 break
         if best is None:
+            blocked: frozenset[int] | None = None if symptom.unless else frozenset()
             for phrase in symptom.phrases:
                 if _is_cjk(phrase):
                     if chars is None:
                         chars = Counter(lowered)
                     score = _cjk_score(phrase.lower(), lowered, symptom.fine_cancels, chars)
                 else:
-                    score = _phrase_score([w for w in tokens(phrase) if w not in _STOP] or tokens(phrase), index,
-                                          symptom.fine_cancels)
+                    words = [w for w in tokens(phrase) if w not in _STOP] or tokens(phrase)
+                    score = _phrase_score(words, index, symptom.fine_cancels)
+                    if score > 0 and blocked is None:  # a near miss matters only once a phrase matched
+                        blocked = _near_miss_words(ckb, symptom, text)
+                    if score > 0 and blocked:
+                        score = _phrase_score(words, index, symptom.fine_cancels, blocked)
                 if score > 0 and (best is None or score > best.score):
                     best = SymptomMatch(symptom.id, phrase, score, {})
         if best is not None:
             matches.append(best)
     return matches
+
+
+def _near_miss_words(ckb: CompiledKB, symptom, text: str) -> frozenset[int]:
+    """Positions (in :func:`tokens` order) of the text's words that a near miss (``unless``) of
+    the symptom covers; its patterns run line by line, as the symptom's own patterns do."""
+    lowered = text.lower().replace("\u2019", "'")
+    spans = []
+    offset = 0
+    for line in lowered.splitlines(keepends=True):
+        cut = line[:_PATTERN_LINE_CHARS]
+        for i in range(len(symptom.unless)):
+            spans.extend((offset + m.start(), offset + m.end())
+                         for m in ckb.unless_regexes[(symptom.id, i)].finditer(cut))
+        offset += len(line)
+    if not spans:
+        return frozenset()
+    return frozenset(i for i, word in enumerate(_WORD.finditer(lowered))
+                     if any(a < word.end() and b > word.start() for a, b in spans))
 
 
 def _first_standing(ckb: CompiledKB, regex, lines: list[str], symptom):

@@ -32,15 +32,19 @@ the facts it can set, and "nothing new" (don't know included), which changes not
 ``L(c) = exp(K · (cf_c ⊕ s(c) − cf_c))``. Both come from the incident library: each incident's own
 answer (its log lines, or the revealed facts its reporter knew) is simulated, and ``r(c)`` is the
 share of ``c``'s incidents whose answer raised ``c``, ``s(c)`` their mean lift, both smoothed
-toward pooled values (:mod:`engine.consult_model`).
+toward pooled values (:mod:`engine.consult_model`). Only what the answer can still tell counts:
+the revealed facts not yet known firmly (answered, given, probed or logged; a fact read from the
+user's words may still be corrected).
 
 **Gain.** ``gain = Σ_o P(o) · (H(p) − H(b_o))`` over the outcomes ``o`` of a question: the
 expected drop in entropy, yes/no and evidence questions on one scale. Gain is myopic (a rule
 needing two unknown facts gains nothing from either alone; a premise question gains nothing from
 the questions it opens), so the score adds ``RELEVANCE_WEIGHT ×`` the belief mass of the causes
-the fact can move — through rules, or through the questions whose premise reads it. A question
-is offered when its gain reaches :data:`MIN_GAIN` or that mass :data:`MIN_RELEVANCE`; when none
-is, nothing useful is left to ask.
+the fact can move — through rules, or through the questions whose premise reads it — each weighed
+by the chance its reporter can answer at all (``1 − d``, as above): a question hardly anyone can
+answer earns no bonus for what an answer could have opened. A question is offered when its gain
+reaches :data:`MIN_GAIN` or that mass :data:`MIN_RELEVANCE`; when none is, nothing useful is left
+to ask.
 """
 from __future__ import annotations
 
@@ -285,14 +289,16 @@ def rank_questions(
             continue
         w = beliefs.w
         relevance = sum(w[c] for c in bears_on) / beliefs.total
+        chance = model.answer_chance[fact_id]
+        reachable = sum(w[c] * chance[c] for c in bears_on) / beliefs.total
         potential = sum(w[c] * s for c, s in model.moves.get(fact_id, {}).items()) / beliefs.total
-        candidates.append((potential, fact_id, records, ckb.influence.get(fact_id, frozenset()), relevance))
+        candidates.append((potential, fact_id, records, ckb.influence.get(fact_id, frozenset()), relevance, reachable))
     candidates.sort(key=lambda c: (-c[0], c[1]))
     ready = ready_rules(ckb, state, [c[1] for c in candidates[:SIMULATED]])
-    for rank, (potential, fact_id, records, influence, relevance) in enumerate(candidates):
+    for rank, (potential, fact_id, records, influence, relevance, reachable) in enumerate(candidates):
         if rank >= SIMULATED:
             if relevance >= MIN_RELEVANCE:
-                scored.append((RELEVANCE_WEIGHT * relevance, fact_id, 0.0, sorted(model.bears_on[fact_id])))
+                scored.append((RELEVANCE_WEIGHT * reachable, fact_id, 0.0, sorted(model.bears_on[fact_id])))
             continue
         moves: list[dict[str, float]] = []
         if ready.get(fact_id):  # else no rule can fire on any answer: nothing to simulate
@@ -311,11 +317,12 @@ def rank_questions(
         separates = _separates(moves)
         if gain < MIN_GAIN and relevance < MIN_RELEVANCE:
             continue
-        scored.append((gain + RELEVANCE_WEIGHT * relevance, fact_id, gain, separates or sorted(model.bears_on[fact_id])))
+        scored.append((gain + RELEVANCE_WEIGHT * reachable, fact_id, gain, separates or sorted(model.bears_on[fact_id])))
     if not by_probe:
-        for fact_id, reach in model.evidence.items():
+        for fact_id in model.evidence:
             if fact_id in skipped or not askable(ckb, state, fact_id):
                 continue
+            reach = model.reach(fact_id, state.facts)
             gain = evidence_gain(beliefs, reach)
             relevance = beliefs.mass(reach.rate)
             if gain < MIN_GAIN and relevance < MIN_RELEVANCE:

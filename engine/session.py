@@ -390,7 +390,7 @@ class Session:
         fact = self._fact(fact_id)
         state = self._inference()
         if fact.get("evidence"):
-            reach = self._model().evidence.get(fact_id)
+            reach = self._model().reach(fact_id, state.facts) if fact_id in self._model().evidence else None
             return why_evidence(self.doctor.compiled, state, fact_id, reach)
         answers = self.doctor.answer_options.get(fact_id, [])
         leading = leading_causes(self.doctor.compiled, state.certainties())

@@ -198,7 +198,7 @@ class Symptom(_Matcher):
         default=False, description='The symptom names a suspect: "X works fine" after it cancels the match.')
     unless: list[str] = Field(
         default_factory=list,
-        description="RE2 regexes for near misses: a pattern match overlapped by a match of one of these does not count.")
+        description="RE2 regexes for near misses: a pattern or phrase match overlapped by a match of one of these does not count.")
     differ: list[list[str]] = Field(
         default_factory=list,
         description="Pairs of named groups that must capture different text for a pattern match to count.")
