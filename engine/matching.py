@@ -11,6 +11,7 @@ Every match, phrase or pattern, goes through one negation and hedging check (eng
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -106,9 +107,12 @@ def _phrase_score(phrase_words: list[str], index: _TextIndex, fine_cancels: bool
     """Best score of the phrase's words occurring together in the text; 0 when absent."""
     if not phrase_words:
         return 0.0
-    occurrences = [index.occurrences(w) for w in phrase_words]
-    if any(not o for o in occurrences):
-        return 0.0
+    occurrences = []
+    for word in phrase_words:  # a word with no occurrence settles it: the rest are not looked up
+        found = index.occurrences(word)
+        if not found:
+            return 0.0
+        occurrences.append(found)
     window = len(phrase_words) + _WINDOW_SLACK
     keys = [[i for i, _ in o] for o in occurrences]
     best = 0.0
@@ -156,6 +160,15 @@ def _is_cjk(phrase: str) -> bool:
     return not phrase.isascii() and any(lo <= ord(c) <= hi for c in phrase for lo, hi in _CJK_RANGES)
 
 
+@functools.lru_cache(maxsize=16_384)
+def _phrase_words(phrase: str) -> tuple[bool, list[str]]:
+    """Whether a KB phrase is matched as CJK text, else the words it is matched by (read once
+    per phrase, not once per text; the list is only read)."""
+    if _is_cjk(phrase):
+        return True, []
+    return False, [w for w in tokens(phrase) if w not in _STOP] or tokens(phrase)
+
+
 def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     """Every symptom the text mentions, best phrase per symptom, in KB order."""
     lowered = text.lower()
@@ -178,13 +191,13 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
                 break
         if best is None:
             for phrase in symptom.phrases:
-                if _is_cjk(phrase):
+                cjk, phrase_words = _phrase_words(phrase)
+                if cjk:
                     if chars is None:
                         chars = Counter(lowered)
                     score = _cjk_score(phrase.lower(), lowered, symptom.fine_cancels, chars)
                 else:
-                    score = _phrase_score([w for w in tokens(phrase) if w not in _STOP] or tokens(phrase), index,
-                                          symptom.fine_cancels)
+                    score = _phrase_score(phrase_words, index, symptom.fine_cancels)
                 if score > 0 and (best is None or score > best.score):
                     best = SymptomMatch(symptom.id, phrase, score, {})
         if best is not None:
