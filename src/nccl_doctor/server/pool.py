@@ -7,8 +7,8 @@ one takes its place) and answered with a message naming the budget, so no input 
 server busy. Jobs carry states, not sessions, so sessions stay isolated whichever worker runs
 them.
 
-Fairness: a job with a large input (a log, or text over ``HEAVY_CHARS``) may occupy at most
-N-1 workers, so small turns are always served while big uploads queue.
+Fairness: a job with a large input (a log or text over ``HEAVY_CHARS`` characters) may occupy
+at most N-1 workers, so small turns are always served while big uploads queue.
 """
 from __future__ import annotations
 
