@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from ..errors import InputTooLarge, SessionError, StateError, UnknownFact
@@ -419,11 +419,13 @@ class Session:
         """The questions answered so far, in order."""
         return {a.name: a.value for a in self._assertions if a.source.kind == "answer"}
 
-    def report(self, *, questions: int = 3) -> dict[str, Any]:
+    def report(self, *, questions: int = 3,
+               diagnosis_as: Callable[[Diagnosis], Any] = Diagnosis.to_dict) -> dict[str, Any]:
         """Everything a front end shows, as one JSON-ready dict (the CLI's ``--json``).
 
         ``recognised`` is False when no cause has support beyond shared words; the plan then
-        holds no steps but what to collect next.
+        holds no steps but what to collect next. ``diagnosis_as`` turns each diagnosis into what
+        the dict holds (a server that sends JSON passes :meth:`Diagnosis.to_json`'s text).
         """
         diagnoses = self.diagnoses()  # once: the plan is drawn from the same list
         plan = self._plan(diagnoses)
@@ -431,7 +433,7 @@ class Session:
         return {
             "lang": self.language,
             "recognised": plan.recognised,
-            "diagnoses": [d.to_dict() for d in diagnoses],
+            "diagnoses": [diagnosis_as(d) for d in diagnoses],
             "questions": [q.to_dict() for q in self.questions(limit=questions)],
             "plan": plan.to_dict(),
             "facts": {name: record.to_dict() for name, record in sorted(self.facts().items())},

@@ -36,3 +36,45 @@ def test_similarity_from_postings_equals_the_pairwise_comparison(doctor):
             compared += len(plain)
     assert index._postings is not None  # the postings path was the one taken
     assert compared > 1000  # the spread really compares incidents
+
+
+def _sessions(doctor, step: int = 7):
+    """Sessions at several stages: a reporter's words, then the incident's log, then an answer."""
+    for incident_id in _spread(doctor, step):
+        incident = doctor.kb.incidents[incident_id]
+        session = doctor.session()
+        session.tell(incident.reporter)
+        yield session
+        if incident.log:
+            session.add_log(incident.log.splitlines(), name=f"{incident_id}.log")
+            yield session
+        asked = session.next_question()
+        if asked is not None:
+            if asked.type == "bool":
+                session.answer(asked.id, True)
+            elif asked.type == "choice":
+                session.answer(asked.id, asked.choices[-1])
+            else:
+                session.dont_know(asked.id)
+            yield session
+
+
+def test_a_views_json_is_the_plain_encoding_of_the_report(doctor):
+    """The server encodes each diagnosis with its KB part kept per cause; the bytes are those of
+    encoding the whole report dict (English and Chinese sessions, every stage)."""
+    from nccl_doctor.server import work
+
+    zh = doctor.session()
+    zh.tell("两台机器训练时 NCCL 超时，all_reduce 卡住，日志里有 Connection refused")
+    checked = 0
+    for session in [*_sessions(doctor, step=13), zh]:
+        for questions in (0, 3):
+            report = session.report(questions=max(questions, 1))
+            asked = report["questions"]
+            report["next_question"] = asked[0] if asked else None
+            report["questions"] = asked[:questions]
+            report["answers"] = session.answers()
+            report["unknown"] = session.unknown
+            assert work._view(session, questions) == work._encode(report)
+            checked += len(report["diagnoses"])
+    assert zh.language == "zh" and checked > 100
