@@ -6,6 +6,7 @@ quietly change a diagnosis, a similar incident or a question.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -67,7 +68,7 @@ def test_a_views_json_is_the_plain_encoding_of_the_report(doctor):
     zh = doctor.session()
     zh.tell("两台机器训练时 NCCL 超时，all_reduce 卡住，日志里有 Connection refused")
     checked = 0
-    for session in [*_sessions(doctor, step=13), zh]:
+    for session in itertools.chain(_sessions(doctor, step=13), [zh]):  # each stage as it is reached
         for questions in (0, 3):
             report = session.report(questions=max(questions, 1))
             asked = report["questions"]
@@ -78,3 +79,69 @@ def test_a_views_json_is_the_plain_encoding_of_the_report(doctor):
             assert work._view(session, questions) == work._encode(report)
             checked += len(report["diagnoses"])
     assert zh.language == "zh" and checked > 100
+
+
+# ------------------------------------------------------------------ question ranking
+def _plain_ready_rules(ckb, state, facts):
+    """Every unfired rule reading the fact: no shortcut on what they need."""
+    return {name: [i for i in ckb.rules_by_fact.get(name, ()) if ckb.rules[i].id not in state.fired_ids]
+            for name in facts}
+
+
+def _plain_consequences(ckb, state, new, ready=None):
+    """What a simulated answer adds, by chaining a full copy of the inference (``extend``)."""
+    from nccl_doctor.engine.chaining import extend
+
+    after = extend(ckb, state, new)
+    added = {name: record for name, record in after.facts.items() if name not in state.facts}
+    evidence = {}
+    for cause, items in after.evidence.items():
+        fresh = [value for _, value in items[len(state.evidence.get(cause, ())):]]
+        if fresh:
+            evidence[cause] = fresh
+    return added, evidence
+
+
+def _plain_fact_gain(beliefs, moves, known=None):
+    """The expected entropy drop exactly as the module docstring of engine.questions writes it."""
+    n = len(moves)
+    if n == 0:
+        return 0.0
+    known = known or (lambda cause, moved: 1.0)
+    moved = set().union(*moves)
+    norm = {x: sum(m.get(x, 1.0) for m in moves) for x in moved}
+    chance = {x: known(x, True) for x in moved}
+    unmoved = (beliefs.total - sum(beliefs.w.get(x, 0.0) for x in moved)) * known(None, False)
+    gain = 0.0
+    for move in moves:
+        likely = unmoved / n + sum(beliefs.w.get(x, 0.0) * chance[x] * move.get(x, 1.0) / norm[x] for x in moved)
+        gain += likely / beliefs.total * (beliefs.entropy - beliefs.entropy_with(move))
+    return gain
+
+
+def _ranked(session):
+    from nccl_doctor.engine.questions import rank_questions
+
+    state = session._inference()
+    found = rank_questions(session.doctor.compiled, state, session._model(), skip=session.unknown, limit=10,
+                           lang=session.language)
+    return [(q.id, round(q.gain, 9), q.separates) for q in found]
+
+
+def test_ranked_questions_are_those_of_the_plain_simulation(doctor, monkeypatch):
+    """Question ranking simulates answers with shortcuts (only rules ready to fire, chaining that
+    copies facts alone, answers that move nothing skipped in the gain); on real incident texts,
+    logs and answers it picks the same questions, with the same gains and causes, as simulating
+    each answer by chaining a full copy of the inference."""
+    from nccl_doctor.engine import questions
+
+    compared = 0
+    for session in _sessions(doctor, step=9):  # each stage as it is reached
+        fast = _ranked(session)
+        with monkeypatch.context() as plain:
+            plain.setattr(questions, "ready_rules", _plain_ready_rules)
+            plain.setattr(questions, "consequences", _plain_consequences)
+            plain.setattr(questions, "fact_gain", _plain_fact_gain)
+            assert fast == _ranked(session)
+        compared += len(fast)
+    assert compared > 500  # the spread asks many questions
