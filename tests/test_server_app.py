@@ -80,6 +80,16 @@ def test_serve_main_without_the_extra_explains(monkeypatch, capsys):
     assert "pip install 'nccl-doctor[serve]'" in capsys.readouterr().err
 
 
+def test_serve_main_without_httptools_explains_or_falls_back(monkeypatch, capsys):
+    from nccl_doctor.server.connections import base_protocol
+
+    monkeypatch.setitem(sys.modules, "uvicorn.protocols.http.httptools_impl", None)  # as if not installed
+    assert serve_main(["--port", "0", "--http", "httptools"]) == 2
+    err = capsys.readouterr().err
+    assert "httptools is not installed" in err and "pip install" in err and len(err.strip().splitlines()) == 1
+    assert base_protocol("auto").__name__ == "H11Protocol"  # the default falls back to h11
+
+
 def test_serve_main_busy_port(capsys):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
