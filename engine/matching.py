@@ -160,6 +160,19 @@ def _is_cjk(phrase: str) -> bool:
     return not phrase.isascii() and any(lo <= ord(c) <= hi for c in phrase for lo, hi in _CJK_RANGES)
 
 
+_NEEDLES: dict[int, tuple[object, frozenset[str]]] = {}
+
+
+def _needles(ckb: CompiledKB) -> frozenset[str]:
+    """Every literal of the symptom patterns' gates (kept per compiled KB)."""
+    patterns = ckb.symptom_patterns
+    kept = _NEEDLES.get(id(patterns))
+    if kept is None or kept[0] is not patterns:
+        kept = _NEEDLES[id(patterns)] = (patterns, frozenset(n for gates in patterns.values()
+                                                             for gate in gates for n in gate.needles))
+    return kept[1]
+
+
 @functools.lru_cache(maxsize=16_384)
 def _phrase_words(phrase: str) -> tuple[bool, list[str]]:
     """Whether a KB phrase is matched as CJK text, else the words it is matched by (read once
@@ -178,10 +191,11 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     lines = [line[:_PATTERN_LINE_CHARS] for line in text.splitlines() if line.strip()]
     matches: list[SymptomMatch] = []
     chars: Counter[str] | None = None  # the text's characters, counted once for fuzzy CJK phrases
+    present = {n for n in _needles(ckb) if n in lowered}  # each literal looked for once
     for symptom in ckb.kb.symptoms.values():
         best: SymptomMatch | None = None
         for gate in ckb.symptom_patterns.get(symptom.id, ()):
-            if gate.needles and not any(n in lowered for n in gate.needles):
+            if gate.needles and present.isdisjoint(gate.needles):
                 continue  # no match can lack all of its literals: skip compiling it
             regex = ckb.symptom_regexes[(gate.symptom, gate.index)]
             found = _first_standing(ckb, regex, lines, symptom)
