@@ -245,6 +245,22 @@ def _first_standing(ckb: CompiledKB, regex, lines: list[str], symptom):
     return None
 
 
+_SIGNATURE_TABLES: dict[int, tuple[object, tuple]] = {}
+
+
+def _signature_table(ckb: CompiledKB) -> tuple[list[tuple[str, tuple[str, ...], bool]], list[str]]:
+    """(signature id, needles as matched, ignore case) for every signature, and the ids of those
+    that read a "Last error:" line's continuation: built once per compiled KB, not per text."""
+    signatures = ckb.kb.signatures
+    kept = _SIGNATURE_TABLES.get(id(signatures))
+    if kept is None or kept[0] is not signatures:
+        table = [(sig.id, tuple(n.lower() for n in sig.needles) if sig.ignore_case else tuple(sig.needles),
+                  sig.ignore_case) for sig in signatures.values()]
+        kept = _SIGNATURE_TABLES[id(signatures)] = (signatures, (table, [sid for sid, needles, _ in table
+                                                                          if LAST_ERROR in needles]))
+    return kept[1]
+
+
 def last_error_line(line: str) -> str:
     """PyTorch prints the NCCL error text on the line after a bare "Last error:"; that next line
     as one "Last error: <text>" line, for the signatures that read it."""
@@ -253,11 +269,7 @@ def last_error_line(line: str) -> str:
 
 def scan_lines(ckb: CompiledKB, lines: Iterable[str], first_line: int = 1) -> Iterator[SignatureHit]:
     """Run every log signature over the lines; yield one hit per (line, signature)."""
-    signatures = [
-        (sig.id, tuple(n.lower() for n in sig.needles) if sig.ignore_case else tuple(sig.needles), sig.ignore_case)
-        for sig in ckb.kb.signatures.values()
-    ]
-    continuing = [sid for sid, needles, _ in signatures if LAST_ERROR in needles]
+    signatures, continuing = _signature_table(ckb)
     regexes = ckb.signature_regexes
     previous = ""
     for line_no, raw in enumerate(lines, start=first_line):
