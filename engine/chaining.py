@@ -167,12 +167,15 @@ def _run(ckb: CompiledKB, state: Inference, start: set[int]) -> None:
     heap = [(rules[i].order, i) for i in start if rules[i].id not in state.fired_ids]
     heapq.heapify(heap)
     queued = {i for _, i in heap}
+    known = state.facts.keys()
     while heap:
         _, index = heapq.heappop(heap)
         queued.discard(index)
         compiled = rules[index]
         if compiled.id in state.fired_ids:
             continue
+        if not compiled.needs <= known:  # a fact it needs is unknown: it cannot hold (yet; the
+            continue  # rule is tried again when that fact is set, as every rule reading it is)
         truth, premise = compiled.predicate(state.facts)
         if truth is not True:
             continue
