@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from . import fuzzy
 from .compiled import CompiledKB
 from .fuzzy import close_words, partial_ratio
 from .negation import fine_after, negated_span, negated_words
@@ -33,6 +34,7 @@ _WINDOW_SLACK = 4
 _FUZZY_LIMIT = 20_000  # unique words; beyond this only exact and prefix matches count
 _MAX_STARTS = 2_000
 _PATTERN_LINE_CHARS = 2_000
+_CLOSE = 85  # the ratio (0-100) at which a text word is a typo of a phrase word
 LAST_ERROR = "Last error:"
 _RANK_PREFIX = re.compile(r"^\s*(\[(default)?\d+\]:\s*)?\[rank\d+\]:\s*")
 
@@ -70,21 +72,64 @@ def _narrows(word: str, candidate: str) -> bool:
     return candidate in word and word != candidate + "s"
 
 
+class _Vocabulary:
+    """The KB's phrase words long enough to be matched fuzzily, and for each text word met so far
+    those within the edit distance of it. Once rapidfuzz is in (a server), a text is compared
+    with the vocabulary one new word at a time (one rapidfuzz call over ~500 words), instead of
+    each phrase word with the text's words (one call per phrase word, ~330 a description); the
+    ratio is symmetric, so the pairs found are the same."""
+
+    _KEPT = 50_000  # text words remembered, then forgotten all at once
+
+    def __init__(self, words: Iterable[str]):
+        self.words = frozenset(words)
+        self._sorted = sorted(self.words)
+        self._near: dict[str, list[tuple[str, float]]] = {}
+
+    def near(self, text_word: str) -> list[tuple[str, float]]:
+        """(phrase word, ratio) for each phrase word at least ``_CLOSE`` like ``text_word``."""
+        found = self._near.get(text_word)
+        if found is None:
+            fuzz, process = fuzzy._imported()
+            found = [(w, score) for w, score, _ in process.extract(text_word, self._sorted, scorer=fuzz.ratio,
+                                                                   score_cutoff=_CLOSE, limit=None)]
+            if len(self._near) >= self._KEPT:
+                self._near.clear()
+            self._near[text_word] = found
+        return found
+
+
 class _TextIndex:
     """The words of one text, indexed so phrase lookups stay near-linear on long input."""
 
-    def __init__(self, words: list[str]):
+    def __init__(self, words: list[str], vocabulary: _Vocabulary | None = None):
         self.words = words
         self.positions: dict[str, list[int]] = {}
         for i, w in enumerate(words):
             self.positions.setdefault(w, []).append(i)
         self.unique = sorted(self.positions)
         self._cache: dict[str, list[tuple[int, float]]] = {}
+        self._vocabulary = vocabulary
+        self._near: dict[str, list[tuple[str, float]]] | None = None
+
+    def _close_words(self, word: str) -> Iterable[tuple[str, float]]:
+        """The text's words within the edit distance of ``word`` (a phrase word), with their ratio."""
+        vocabulary = self._vocabulary
+        if vocabulary is None or fuzzy._rapidfuzz is None or word not in vocabulary.words:
+            return close_words(word, self.unique, _CLOSE)
+        if self._near is None:
+            near: dict[str, list[tuple[str, float]]] = {}
+            for candidate in self.unique:
+                for phrase_word, score in vocabulary.near(candidate):
+                    near.setdefault(phrase_word, []).append((candidate, score))
+            self._near = near
+        return self._near.get(word, ())
 
     def occurrences(self, word: str) -> list[tuple[int, float]]:
         """Sorted (position, score) of text words matching a phrase word."""
-        if word in self._cache:
-            return self._cache[word]
+        found = self._cache.get(word)
+        if found is not None:
+            return found
         scores: dict[str, float] = {}
         if word in self.positions:
             scores[word] = 1.0
@@ -95,7 +140,7 @@ class _TextIndex:
                     break
                 scores[candidate] = 1.0
         if len(word) >= 5 and len(self.unique) <= _FUZZY_LIMIT:
-            for candidate, ratio in close_words(word, self.unique, 85):
+            for candidate, ratio in self._close_words(word):
                 if len(candidate) >= 4 and not _narrows(word, candidate):
                     scores.setdefault(candidate, ratio / 100)
         found = sorted((i, s) for w, s in scores.items() for i in self.positions[w])
@@ -160,16 +205,22 @@ def _is_cjk(phrase: str) -> bool:
     return not phrase.isascii() and any(lo <= ord(c) <= hi for c in phrase for lo, hi in _CJK_RANGES)
 
 
-_NEEDLES: dict[int, tuple[object, frozenset[str]]] = {}
+_PREPARED: dict[int, tuple[object, tuple]] = {}
 
 
-def _needles(ckb: CompiledKB) -> frozenset[str]:
-    """Every literal of the symptom patterns' gates (kept per compiled KB)."""
+def _prepared(ckb: CompiledKB) -> tuple[frozenset[str], list[tuple], _Vocabulary]:
+    """What matching reads of the symptoms, read once per compiled KB: every literal of their
+    gates; per symptom (in KB order) its gates and its phrases as matched (the phrase, its lower
+    case, whether it is CJK, its words); the phrase words matched fuzzily."""
     patterns = ckb.symptom_patterns
-    kept = _NEEDLES.get(id(patterns))
+    kept = _PREPARED.get(id(patterns))
     if kept is None or kept[0] is not patterns:
-        kept = _NEEDLES[id(patterns)] = (patterns, frozenset(n for gates in patterns.values()
-                                                             for gate in gates for n in gate.needles))
+        needles = frozenset(n for gates in patterns.values() for gate in gates for n in gate.needles)
+        symptoms = [(symptom, patterns.get(symptom.id, ()),
+                     tuple((phrase, phrase.lower(), *_phrase_words(phrase)) for phrase in symptom.phrases))
+                    for symptom in ckb.kb.symptoms.values()]
+        vocabulary = _Vocabulary(w for _, _, phrases in symptoms for *_, words in phrases for w in words if len(w) >= 5)
+        kept = _PREPARED[id(patterns)] = (patterns, (needles, symptoms, vocabulary))
     return kept[1]
 
 
@@ -185,16 +236,18 @@ def _phrase_words(phrase: str) -> tuple[bool, list[str]]:
 def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     """Every symptom the text mentions, best phrase per symptom, in KB order."""
     lowered = text.lower()
-    index = _TextIndex(tokens(text))
+    needles, symptoms, vocabulary = _prepared(ckb)
+    index = _TextIndex(tokens(text), vocabulary)
     # Patterns see one line at a time, each cut to a bounded length, so no pattern can be
     # driven into long backtracking by a huge run of text.
     lines = [line[:_PATTERN_LINE_CHARS] for line in text.splitlines() if line.strip()]
     matches: list[SymptomMatch] = []
     chars: Counter[str] | None = None  # the text's characters, counted once for fuzzy CJK phrases
-    present = {n for n in _needles(ckb) if n in lowered}  # each literal looked for once
-    for symptom in ckb.kb.symptoms.values():
+    present = {n for n in needles if n in lowered}  # each literal looked for once
+    occurrences = index.occurrences
+    for symptom, gates, phrases in symptoms:
         best: SymptomMatch | None = None
-        for gate in ckb.symptom_patterns.get(symptom.id, ()):
+        for gate in gates:
             if gate.needles and present.isdisjoint(gate.needles):
                 continue  # no match can lack all of its literals: skip compiling it
             regex = ckb.symptom_regexes[(gate.symptom, gate.index)]
@@ -204,12 +257,13 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
                 best = SymptomMatch(symptom.id, found.group(0), 1.0, caps)
                 break
         if best is None:
-            for phrase in symptom.phrases:
-                cjk, phrase_words = _phrase_words(phrase)
+            for phrase, phrase_lower, cjk, phrase_words in phrases:
                 if cjk:
                     if chars is None:
                         chars = Counter(lowered)
-                    score = _cjk_score(phrase.lower(), lowered, symptom.fine_cancels, chars)
+                    score = _cjk_score(phrase_lower, lowered, symptom.fine_cancels, chars)
+                elif not phrase_words or not occurrences(phrase_words[0]):
+                    continue  # its first word is not in the text: it scores 0
                 else:
                     score = _phrase_score(phrase_words, index, symptom.fine_cancels)
                 if score > 0 and (best is None or score > best.score):

@@ -205,3 +205,25 @@ def test_ranked_questions_are_those_of_the_plain_simulation(doctor, monkeypatch)
             assert fast == _ranked(session)
         compared += len(fast)
     assert compared > 500  # the spread asks many questions
+
+
+# ------------------------------------------------------------------ symptom matching
+def test_fuzzy_phrase_words_found_from_the_vocabulary_equal_comparing_each_word(doctor):
+    """With rapidfuzz in, a text's words are compared with the KB's phrase vocabulary once each;
+    the phrase words' occurrences (exact, prefix, typo) are those of comparing every phrase word
+    with the text's words, on every incident description and log."""
+    from nccl_doctor.engine import fuzzy
+    from nccl_doctor.engine.matching import _prepared, _TextIndex, tokens
+
+    fuzzy._imported()
+    _, _, vocabulary = _prepared(doctor.compiled)
+    found = 0
+    for incident in doctor.kb.incidents.values():
+        for text in (incident.reporter, incident.log or ""):
+            words = tokens(text)
+            fast, plain = _TextIndex(words, vocabulary), _TextIndex(words)
+            for word in vocabulary.words:
+                expected = plain.occurrences(word)
+                assert fast.occurrences(word) == expected, (incident.id, word)
+                found += bool(expected)
+    assert found > 5000
