@@ -141,7 +141,7 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
         _, index = heapq.heappop(heap)
         queued.discard(index)
         compiled = rules[index]
-        if index not in trusted and (compiled.id in fired or any(name not in memory for name in compiled.needs)):
+        if index not in trusted and (compiled.id in fired or not compiled.needs <= memory.keys()):
             continue
         truth, premise = compiled.predicate(memory)
         if truth is not True:
