@@ -107,6 +107,7 @@ def serve_main(argv: list[str]) -> int:
 
     from ..kb import KBError
     from .connections import guarded_protocol
+    from .pool import frozen_after_start
     from .routes import create_app
 
     try:
@@ -127,6 +128,7 @@ def serve_main(argv: list[str]) -> int:
         sock.close()
         print(f"diagnose serve: the knowledge base cannot be loaded:\n{exc}", file=sys.stderr)
         return 1
+    frozen_after_start()
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     print(f"nccl-doctor API on http://{shown}:{port}  (OpenAPI: /openapi.json, docs: /docs; "
