@@ -225,7 +225,7 @@ class IncidentIndex:
         out: dict[str, float] = {}
         for position in candidates:
             incident_id = ids[position]
-            if incident_id in exclude or self._incidents[incident_id].source in exclude:
+            if exclude and (incident_id in exclude or self._incidents[incident_id].source in exclude):
                 continue
             dot = dots[position]
             if dot > 0:
