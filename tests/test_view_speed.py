@@ -107,7 +107,7 @@ def _plain_run(ckb, state, start) -> None:
             state.evidence.setdefault(cause, []).append((rule.id, strength * premise))
         for name, value in rule.sets:
             if name not in state.facts:
-                state.facts[name] = FactRecord(name, value, Source("rule", rule.id), premise * rule.rule.certainty, used)
+                state.facts[name] = FactRecord(name, value, Source("rule", rule.id), premise * rule.certainty, used)
                 for dependent in ckb.rules_by_fact.get(name, ()):
                     if (rules[dependent].order, dependent) not in heap:
                         heapq.heappush(heap, (rules[dependent].order, dependent))
