@@ -158,10 +158,13 @@ class Conn:
         raise AssertionError("unreachable")
 
 
-async def one_session(url: str, i: int, times: list[float], errors: list[str]) -> dict | None:
+async def one_session(url: str, i: int, times: list[float], errors: list[str],
+                      by_turn: dict[str, list[float]] | None = None) -> dict | None:
     conn = Conn(url)
 
-    async def call(method: str, path: str, body: Any = None, raw: bytes | None = None, kind: str = "application/json"):
+    async def call(method: str, path: str, body: Any = None, raw: bytes | None = None, kind: str = "application/json",
+                   read: bool = False):
+        turn = ("create" if path == "/sessions" else "state" if method == "GET" else path.rsplit("/", 1)[-1].split("?")[0])
         started = time.perf_counter()
         try:
             status, data = await conn.request(method, path, raw if raw is not None else
@@ -170,19 +173,22 @@ async def one_session(url: str, i: int, times: list[float], errors: list[str]) -
             errors.append(f"{method} {path}: {type(exc).__name__}")
             return None
         times.append(time.perf_counter() - started)
+        if by_turn is not None:
+            by_turn.setdefault(turn, []).append(times[-1])
         if status >= 400:
             errors.append(f"{method} {path}: {status} {data[:120]!r}")
             return None
-        return json.loads(data) if data else {}
+        # the client shares the server's cores: it parses only the replies it reads (~0.3 ms each)
+        return (json.loads(data) if data else {}) if read else data
 
-    created = await call("POST", "/sessions", {"text": CASES[i % len(CASES)]})
+    created = await call("POST", "/sessions", {"text": CASES[i % len(CASES)]}, read=True)
     if created is None:
         return None
     sid = created["id"]
     await call("POST", f"/sessions/{sid}/log?name=rank{i}.log", raw=LOG.encode(), kind="text/plain")
     for fact, value in ANSWERS[i % 2::2]:
         await call("POST", f"/sessions/{sid}/answers", {"fact": fact, "value": value})
-    final = await call("GET", f"/sessions/{sid}")
+    final = await call("GET", f"/sessions/{sid}", read=True)
     await conn.request("DELETE", f"/sessions/{sid}")
     if conn.writer is not None:
         conn.writer.close()
@@ -193,9 +199,10 @@ def concurrent(url: str, sessions: int, pid: int) -> None:
     wanted = {i: expected_facts(i) for i in range(len(CASES) * 2)}
     times: list[float] = []
     errors: list[str] = []
+    by_turn: dict[str, list[float]] = {}
 
     async def go():
-        return await asyncio.gather(*(one_session(url, i, times, errors) for i in range(sessions)))
+        return await asyncio.gather(*(one_session(url, i, times, errors, by_turn) for i in range(sessions)))
 
     cpu_before, own_before = tree_cpu_s(pid), time.process_time()
     started = time.perf_counter()
@@ -211,6 +218,8 @@ def concurrent(url: str, sessions: int, pid: int) -> None:
           f"max {max(times, default=0) * 1000:.0f} ms; {len(errors)} errors; {mixed} sessions with other facts")
     print(f"    CPU per request: server main process {main_cpu / len(times) * 1000:.1f} ms, engine workers "
           f"{workers_cpu / len(times) * 1000:.1f} ms, this client {own / len(times) * 1000:.1f} ms")
+    print("    by turn (p50 / p99 ms): " + ", ".join(
+        f"{turn} {pct(t, .5) * 1000:.0f} / {pct(t, .99) * 1000:.0f}" for turn, t in by_turn.items()))
     for line in errors[:5]:
         print("   ", line)
 

@@ -96,16 +96,18 @@ def ready_rules(ckb: CompiledKB, state: Inference, facts: Iterable[str]) -> dict
     """Per fact, the unfired rules reading it that could fire once it alone is added to the
     state (every other fact they need is known): the start of every simulated answer's chaining,
     found once for all the answers to that fact."""
-    known = state.facts
+    known = state.facts.keys()
+    fired = state.fired_ids
     rules = ckb.rules
     out: dict[str, list[int]] = {}
     for name in facts:
         found = []
         for index in ckb.rules_by_fact.get(name, ()):
             compiled = rules[index]
-            if compiled.id in state.fired_ids:
+            if compiled.id in fired:
                 continue
-            if all(n == name or n in known for n in compiled.needs):
+            needs = compiled.needs  # each known, ``name`` apart (set comparisons, in C)
+            if needs <= known or (name in needs and needs - {name} <= known):
                 found.append(index)
         out[name] = found
     return out
@@ -119,23 +121,27 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
     (questions simulate hundreds of answers per turn; ``ready`` from :func:`ready_rules` spares
     re-checking the rules that cannot fire)."""
     added = {name: record for name, record in new.items() if name not in state.facts}
-    memory = dict(state.facts)  # a plain copy: dict lookups in C beat any overlay
-    memory.update(added)
     rules = ckb.rules
     done = state.fired_ids
     fired: set[str] = set()
     evidence: dict[str, list[float]] = {}
     if ready is not None:
         pending = sorted({i for name in added for i in ready.get(name, ())})
+        trusted = set(pending)  # ready_rules found every fact they need known
     else:
         pending = sorted({i for name in added for i in ckb.rules_by_fact.get(name, ()) if rules[i].id not in done})
+        trusted = set()
+    if not pending:  # no rule can fire: nothing follows
+        return added, evidence
+    memory = dict(state.facts)  # a plain copy: dict lookups in C beat any overlay
+    memory.update(added)
     heap = [(rules[i].order, i) for i in pending]
     queued = set(pending)
     while heap:
         _, index = heapq.heappop(heap)
         queued.discard(index)
         compiled = rules[index]
-        if compiled.id in fired or any(name not in memory for name in compiled.needs):
+        if index not in trusted and (compiled.id in fired or not compiled.needs <= memory.keys()):
             continue
         truth, premise = compiled.predicate(memory)
         if truth is not True:
@@ -161,12 +167,15 @@ def _run(ckb: CompiledKB, state: Inference, start: set[int]) -> None:
     heap = [(rules[i].order, i) for i in start if rules[i].id not in state.fired_ids]
     heapq.heapify(heap)
     queued = {i for _, i in heap}
+    known = state.facts.keys()
     while heap:
         _, index = heapq.heappop(heap)
         queued.discard(index)
         compiled = rules[index]
         if compiled.id in state.fired_ids:
             continue
+        if not compiled.needs <= known:  # a fact it needs is unknown: it cannot hold (yet; the
+            continue  # rule is tried again when that fact is set, as every rule reading it is)
         truth, premise = compiled.predicate(state.facts)
         if truth is not True:
             continue

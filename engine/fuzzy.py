@@ -112,6 +112,8 @@ def partial_ratio(a: str, b: str, cutoff: float, b_chars: Counter[str] | None = 
     rapidfuzz is asked only when the characters the strings share could reach the cutoff."""
     if not a or not b:
         return 0.0
+    if cutoff > 0 and b_chars is not None and b_chars.keys().isdisjoint(a):
+        return 0.0  # not one character in common: the ratio is 0 (a CJK phrase in English text)
     if _rapidfuzz is None:
         b_chars = b_chars if b_chars is not None else Counter(b)
         if len(a) < len(b):

@@ -12,11 +12,13 @@ and none counts where one of the symptom's ``unless`` near misses overlaps it.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from . import fuzzy
 from .compiled import CompiledKB
 from .fuzzy import close_words, partial_ratio
 from .negation import fine_after, negated_span, negated_words
@@ -33,6 +35,7 @@ _WINDOW_SLACK = 4
 _FUZZY_LIMIT = 20_000  # unique words; beyond this only exact and prefix matches count
 _MAX_STARTS = 2_000
 _PATTERN_LINE_CHARS = 2_000
+_CLOSE = 85  # the ratio (0-100) at which a text word is a typo of a phrase word
 LAST_ERROR = "Last error:"
 _RANK_PREFIX = re.compile(r"^\s*(\[(default)?\d+\]:\s*)?\[rank\d+\]:\s*")
 
@@ -72,21 +75,64 @@ def _narrows(word: str, candidate: str) -> bool:
     return (candidate in word and word != candidate + "s") or (word in candidate and not candidate.startswith(word))
 
 
+class _Vocabulary:
+    """The KB's phrase words long enough to be matched fuzzily, and for each text word met so far
+    those within the edit distance of it. Once rapidfuzz is in (a server), a text is compared
+    with the vocabulary one new word at a time (one rapidfuzz call over ~500 words), instead of
+    each phrase word with the text's words (one call per phrase word, ~330 a description); the
+    ratio is symmetric, so the pairs found are the same."""
+
+    _KEPT = 50_000  # text words remembered, then forgotten all at once
+
+    def __init__(self, words: Iterable[str]):
+        self.words = frozenset(words)
+        self._sorted = sorted(self.words)
+        self._near: dict[str, list[tuple[str, float]]] = {}
+
+    def near(self, text_word: str) -> list[tuple[str, float]]:
+        """(phrase word, ratio) for each phrase word at least ``_CLOSE`` like ``text_word``."""
+        found = self._near.get(text_word)
+        if found is None:
+            fuzz, process = fuzzy._imported()
+            found = [(w, score) for w, score, _ in process.extract(text_word, self._sorted, scorer=fuzz.ratio,
+                                                                   score_cutoff=_CLOSE, limit=None)]
+            if len(self._near) >= self._KEPT:
+                self._near.clear()
+            self._near[text_word] = found
+        return found
+
+
 class _TextIndex:
     """The words of one text, indexed so phrase lookups stay near-linear on long input."""
 
-    def __init__(self, words: list[str]):
+    def __init__(self, words: list[str], vocabulary: _Vocabulary | None = None):
         self.words = words
         self.positions: dict[str, list[int]] = {}
         for i, w in enumerate(words):
             self.positions.setdefault(w, []).append(i)
         self.unique = sorted(self.positions)
         self._cache: dict[str, list[tuple[int, float]]] = {}
+        self._vocabulary = vocabulary
+        self._near: dict[str, list[tuple[str, float]]] | None = None
+
+    def _close_words(self, word: str) -> Iterable[tuple[str, float]]:
+        """The text's words within the edit distance of ``word`` (a phrase word), with their ratio."""
+        vocabulary = self._vocabulary
+        if vocabulary is None or fuzzy._rapidfuzz is None or word not in vocabulary.words:
+            return close_words(word, self.unique, _CLOSE)
+        if self._near is None:
+            near: dict[str, list[tuple[str, float]]] = {}
+            for candidate in self.unique:
+                for phrase_word, score in vocabulary.near(candidate):
+                    near.setdefault(phrase_word, []).append((candidate, score))
+            self._near = near
+        return self._near.get(word, ())
 
     def occurrences(self, word: str) -> list[tuple[int, float]]:
         """Sorted (position, score) of text words matching a phrase word."""
-        if word in self._cache:
-            return self._cache[word]
+        found = self._cache.get(word)
+        if found is not None:
+            return found
         scores: dict[str, float] = {}
         if word in self.positions:
             scores[word] = 1.0
@@ -97,7 +143,7 @@ class _TextIndex:
                     break
                 scores[candidate] = 1.0
         if len(word) >= 5 and len(self.unique) <= _FUZZY_LIMIT:
-            for candidate, ratio in close_words(word, self.unique, 85):
+            for candidate, ratio in self._close_words(word):
                 if len(candidate) >= 4 and not _narrows(word, candidate):
                     scores.setdefault(candidate, ratio / 100)
         found = sorted((i, s) for w, s in scores.items() for i in self.positions[w])
@@ -111,9 +157,12 @@ def _phrase_score(phrase_words: list[str], index: _TextIndex, fine_cancels: bool
     at ``blocked`` positions (inside a near miss) do not take part."""
     if not phrase_words:
         return 0.0
-    occurrences = [index.occurrences(w) for w in phrase_words]
-    if any(not o for o in occurrences):
-        return 0.0
+    occurrences = []
+    for word in phrase_words:  # a word with no occurrence settles it: the rest are not looked up
+        found = index.occurrences(word)
+        if not found:
+            return 0.0
+        occurrences.append(found)
     window = len(phrase_words) + _WINDOW_SLACK
     keys = [[i for i, _ in o] for o in occurrences]
     best = 0.0
@@ -163,19 +212,50 @@ def _is_cjk(phrase: str) -> bool:
     return not phrase.isascii() and any(lo <= ord(c) <= hi for c in phrase for lo, hi in _CJK_RANGES)
 
 
+_PREPARED: dict[int, tuple[object, tuple]] = {}
+
+
+def _prepared(ckb: CompiledKB) -> tuple[frozenset[str], list[tuple], _Vocabulary]:
+    """What matching reads of the symptoms, read once per compiled KB: every literal of their
+    gates; per symptom (in KB order) its gates and its phrases as matched (the phrase, its lower
+    case, whether it is CJK, its words); the phrase words matched fuzzily."""
+    patterns = ckb.symptom_patterns
+    kept = _PREPARED.get(id(patterns))
+    if kept is None or kept[0] is not patterns:
+        needles = frozenset(n for gates in patterns.values() for gate in gates for n in gate.needles)
+        symptoms = [(symptom, patterns.get(symptom.id, ()),
+                     tuple((phrase, phrase.lower(), *_phrase_words(phrase)) for phrase in symptom.phrases))
+                    for symptom in ckb.kb.symptoms.values()]
+        vocabulary = _Vocabulary(w for _, _, phrases in symptoms for *_, words in phrases for w in words if len(w) >= 5)
+        kept = _PREPARED[id(patterns)] = (patterns, (needles, symptoms, vocabulary))
+    return kept[1]
+
+
+@functools.lru_cache(maxsize=16_384)
+def _phrase_words(phrase: str) -> tuple[bool, list[str]]:
+    """Whether a KB phrase is matched as CJK text, else the words it is matched by (read once
+    per phrase, not once per text; the list is only read)."""
+    if _is_cjk(phrase):
+        return True, []
+    return False, [w for w in tokens(phrase) if w not in _STOP] or tokens(phrase)
+
+
 def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     """Every symptom the text mentions, best phrase per symptom, in KB order."""
     lowered = text.lower()
-    index = _TextIndex(tokens(text))
+    needles, symptoms, vocabulary = _prepared(ckb)
+    index = _TextIndex(tokens(text), vocabulary)
     # Patterns see one line at a time, each cut to a bounded length, so no pattern can be
     # driven into long backtracking by a huge run of text.
     lines = [line[:_PATTERN_LINE_CHARS] for line in text.splitlines() if line.strip()]
     matches: list[SymptomMatch] = []
     chars: Counter[str] | None = None  # the text's characters, counted once for fuzzy CJK phrases
-    for symptom in ckb.kb.symptoms.values():
+    present = {n for n in needles if n in lowered}  # each literal looked for once
+    occurrences = index.occurrences
+    for symptom, gates, phrases in symptoms:
         best: SymptomMatch | None = None
-        for gate in ckb.symptom_patterns.get(symptom.id, ()):
-            if gate.needles and not any(n in lowered for n in gate.needles):
+        for gate in gates:
+            if gate.needles and present.isdisjoint(gate.needles):
                 continue  # no match can lack all of its literals: skip compiling it
             regex = ckb.symptom_regexes[(gate.symptom, gate.index)]
             found = _first_standing(ckb, regex, lines, symptom)
@@ -185,18 +265,19 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
                 break
         if best is None:
             blocked: frozenset[int] | None = None if symptom.unless else frozenset()
-            for phrase in symptom.phrases:
-                if _is_cjk(phrase):
+            for phrase, phrase_lower, cjk, phrase_words in phrases:
+                if cjk:
                     if chars is None:
                         chars = Counter(lowered)
-                    score = _cjk_score(phrase.lower(), lowered, symptom.fine_cancels, chars)
+                    score = _cjk_score(phrase_lower, lowered, symptom.fine_cancels, chars)
+                elif not phrase_words or not occurrences(phrase_words[0]):
+                    continue  # its first word is not in the text: it scores 0
                 else:
-                    words = [w for w in tokens(phrase) if w not in _STOP] or tokens(phrase)
-                    score = _phrase_score(words, index, symptom.fine_cancels)
+                    score = _phrase_score(phrase_words, index, symptom.fine_cancels)
                     if score > 0 and blocked is None:  # a near miss matters only once a phrase matched
                         blocked = _near_miss_words(ckb, symptom, text)
                     if score > 0 and blocked:
-                        score = _phrase_score(words, index, symptom.fine_cancels, blocked)
+                        score = _phrase_score(phrase_words, index, symptom.fine_cancels, blocked)
                 if score > 0 and (best is None or score > best.score):
                     best = SymptomMatch(symptom.id, phrase, score, {})
         if best is not None:
@@ -248,6 +329,22 @@ def _first_standing(ckb: CompiledKB, regex, lines: list[str], symptom):
     return None
 
 
+_SIGNATURE_TABLES: dict[int, tuple[object, tuple]] = {}
+
+
+def _signature_table(ckb: CompiledKB) -> tuple[list[tuple[str, tuple[str, ...], bool]], list[str]]:
+    """(signature id, needles as matched, ignore case) for every signature, and the ids of those
+    that read a "Last error:" line's continuation: built once per compiled KB, not per text."""
+    signatures = ckb.kb.signatures
+    kept = _SIGNATURE_TABLES.get(id(signatures))
+    if kept is None or kept[0] is not signatures:
+        table = [(sig.id, tuple(n.lower() for n in sig.needles) if sig.ignore_case else tuple(sig.needles),
+                  sig.ignore_case) for sig in signatures.values()]
+        kept = _SIGNATURE_TABLES[id(signatures)] = (signatures, (table, [sid for sid, needles, _ in table
+                                                                          if LAST_ERROR in needles]))
+    return kept[1]
+
+
 def last_error_line(line: str) -> str:
     """PyTorch prints the NCCL error text on the line after a bare "Last error:"; that next line
     as one "Last error: <text>" line, for the signatures that read it."""
@@ -256,11 +353,7 @@ def last_error_line(line: str) -> str:
 
 def scan_lines(ckb: CompiledKB, lines: Iterable[str], first_line: int = 1) -> Iterator[SignatureHit]:
     """Run every log signature over the lines; yield one hit per (line, signature)."""
-    signatures = [
-        (sig.id, tuple(n.lower() for n in sig.needles) if sig.ignore_case else tuple(sig.needles), sig.ignore_case)
-        for sig in ckb.kb.signatures.values()
-    ]
-    continuing = [sid for sid, needles, _ in signatures if LAST_ERROR in needles]
+    signatures, continuing = _signature_table(ckb)
     regexes = ckb.signature_regexes
     previous = ""
     for line_no, raw in enumerate(lines, start=first_line):

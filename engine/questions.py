@@ -158,19 +158,22 @@ class _Beliefs:
         self.w = {c: ckb.priors[c] * math.exp(SHARPNESS * _clamp(certainties.get(c, 0.0), 1.0))
                   for c in ckb.kb.causes}
         self.total = sum(self.w.values()) or 1.0
-        self.s = sum(v * math.log(v) for v in self.w.values() if v > 0)
+        self._w_ln_w = {c: v * math.log(v) for c, v in self.w.items() if v > 0}
+        self.s = sum(self._w_ln_w.values())
         self.entropy = self.entropy_with({})
 
     def entropy_with(self, factor: Mapping[str, float]) -> float:
         """Entropy (bits) of the beliefs with ``w(x)`` multiplied by ``factor[x]``."""
         total, s = self.total, self.s
+        w, w_ln_w = self.w, self._w_ln_w
         for cause, f in factor.items():
-            old = self.w.get(cause)
+            old = w.get(cause)
             if old is None or f == 1.0:
                 continue
             new = old * f
             total += new - old
-            s += (new * math.log(new) if new > 0 else 0.0) - old * math.log(old)
+            before = w_ln_w.get(cause)
+            s += (new * math.log(new) if new > 0 else 0.0) - (before if before is not None else old * math.log(old))
         if total <= 0:
             return 0.0
         return max((math.log(total) - s / total) / _LN2, 0.0)
@@ -188,14 +191,20 @@ def fact_gain(beliefs: _Beliefs, moves: list[dict[str, float]],
     n = len(moves)
     if n == 0:
         return 0.0
-    known = known or (lambda cause, moved: 1.0)
     moved = set().union(*moves)
-    norm = {x: sum(m.get(x, 1.0) for m in moves) for x in moved}
-    chance = {x: known(x, True) for x in moved}
-    unmoved = (beliefs.total - sum(beliefs.w.get(x, 0.0) for x in moved)) * known(None, False)
+    if not moved:  # no answer moves anything: every term below is 0
+        return 0.0
+    known = known or (lambda cause, moved: 1.0)
+    w = beliefs.w
+    # per moved cause, w(x)·(1 − d) and Σ_a L_a(x), computed once; the sums run in the same
+    # order and the products in the same grouping as the formula's, so the gain is the same
+    terms = [(x, w.get(x, 0.0) * known(x, True), sum(m.get(x, 1.0) for m in moves)) for x in moved]
+    unmoved = (beliefs.total - sum(w.get(x, 0.0) for x in moved)) * known(None, False)
     gain = 0.0
     for move in moves:
-        likely = unmoved / n + sum(beliefs.w.get(x, 0.0) * chance[x] * move.get(x, 1.0) / norm[x] for x in moved)
+        if not move:  # an answer that moves nothing leaves the entropy as it is: it adds 0
+            continue
+        likely = unmoved / n + sum(wx * move.get(x, 1.0) / norm for x, wx, norm in terms)
         gain += likely / beliefs.total * (beliefs.entropy - beliefs.entropy_with(move))
     return gain
 

@@ -6,17 +6,20 @@ default is an empty tuple or an empty read-only mapping, so no default is shared
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-__all__ = ["EvidenceItem", "Diagnosis", "Question", "PlanStep", "Plan", "HowStep", "How", "Why"]
+__all__ = ["EvidenceItem", "Diagnosis", "Question", "PlanStep", "Plan", "HowStep", "How", "Why", "compact_json"]
 
 
 def _plain(value: Any) -> Any:
     """``value`` as fresh JSON-ready containers: dicts (KB records too) and lists copied, results
     turned into dicts, scalars as they are. ``dataclasses.asdict`` deep-copies every leaf, which
     cost a server turn a quarter of its time."""
+    if value is None or isinstance(value, _SCALARS):  # the leaves, most of what is walked
+        return value
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -31,8 +34,16 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_SCALARS = (str, int, float)  # bool is an int
+
+
 def _as_dict(result: Any) -> dict[str, Any]:
     return {name: _plain(value) for name, value in zip(result._fields, result)}
+
+
+def compact_json(value: Any) -> str:
+    """The JSON text every JSON front end sends: compact, UTF-8 (not \\u-escaped), no NaN."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 _NONE: Mapping[str, Any] = MappingProxyType({})
@@ -66,10 +77,34 @@ class Diagnosis(NamedTuple):
     supported: bool = True
     texts: Mapping[str, dict[str, str]] = _NONE
 
+    #: Fields drawn from the cause's KB entry alone, the same in every session: most of a
+    #: diagnosis's bytes (its fixes above all). :meth:`to_json` encodes them once per cause.
+    FROM_KB = frozenset({"id", "area", "fixes", "references", "texts"})
+
     def to_dict(self) -> dict[str, Any]:
         out = _as_dict(self)
         out["confidence"] = round(self.confidence, 3)
         return out
+
+    def to_json(self, kept: dict[tuple[str, str], str]) -> str:
+        """``compact_json(self.to_dict())``, with the JSON of the :data:`FROM_KB` fields taken from
+        ``kept`` (by cause and field) and added to it when missing: one ``kept`` per KB."""
+        parts = []
+        for name in _DIAGNOSIS_FIELDS:
+            if name in self.FROM_KB:
+                text = kept.get((self.id, name))
+                if text is None:
+                    text = kept[(self.id, name)] = compact_json(_plain(getattr(self, name)))
+            elif name == "confidence":
+                text = compact_json(round(self.confidence, 3))
+            else:
+                text = compact_json(_plain(getattr(self, name)))
+            parts.append(f"{_KEYS[name]}:{text}")
+        return "{" + ",".join(parts) + "}"
+
+
+_DIAGNOSIS_FIELDS = Diagnosis._fields
+_KEYS = {name: compact_json(name) for name in _DIAGNOSIS_FIELDS}
 
 
 class Question(NamedTuple):

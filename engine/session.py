@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from ..errors import InputTooLarge, SessionError, StateError, UnknownFact
@@ -376,8 +376,11 @@ class Session:
     def plan(self) -> Plan:
         """The fix plan over the leading causes rules support, ordered by expected value (see
         :mod:`engine.plan`); when none has such support, what to collect next instead."""
+        return self._plan(self.diagnoses())
+
+    def _plan(self, diagnoses: list[Diagnosis]) -> Plan:
         told = bool(self._texts or self._logs or self._assertions)
-        return build_plan(self.doctor.kb, self.diagnoses(), self.language, told=told)
+        return build_plan(self.doctor.kb, diagnoses, self.language, told=told)
 
     def how(self, cause_id: str) -> How:
         """How the engine weighed a cause: rules, contributions, facts and their sources."""
@@ -416,23 +419,27 @@ class Session:
         """The questions answered so far, in order."""
         return {a.name: a.value for a in self._assertions if a.source.kind == "answer"}
 
-    def report(self, *, questions: int = 3) -> dict[str, Any]:
+    def report(self, *, questions: int = 3,
+               diagnosis_as: Callable[[Diagnosis], Any] = Diagnosis.to_dict) -> dict[str, Any]:
         """Everything a front end shows, as one JSON-ready dict (the CLI's ``--json``).
 
         ``recognised`` is False when no cause has support beyond shared words; the plan then
-        holds no steps but what to collect next.
+        holds no steps but what to collect next. ``diagnosis_as`` turns each diagnosis into what
+        the dict holds (a server that sends JSON passes :meth:`Diagnosis.to_json`'s text).
         """
-        plan = self.plan()
+        diagnoses = self.diagnoses()  # once: the plan is drawn from the same list
+        plan = self._plan(diagnoses)
+        hang = self.hang
         return {
             "lang": self.language,
             "recognised": plan.recognised,
-            "diagnoses": [d.to_dict() for d in self.diagnoses()],
+            "diagnoses": [diagnosis_as(d) for d in diagnoses],
             "questions": [q.to_dict() for q in self.questions(limit=questions)],
             "plan": plan.to_dict(),
             "facts": {name: record.to_dict() for name, record in sorted(self.facts().items())},
             "symptoms": self.symptom_matches,
             "logs": [s.to_dict() for s in self._logs],
-            **({"hang": self.hang} if self.hang is not None else {}),
+            **({"hang": hang} if hang is not None else {}),
             "similar": [i.to_dict() for i in self.similar()],
         }
 

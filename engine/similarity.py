@@ -152,6 +152,8 @@ class IncidentIndex:
         self._vectors = {i: self._vector(p) for i, p in profiles.items()}
         self._facts = {i: dict(p.facts) for i, p in profiles.items()}
         self._norms = {i: math.sqrt(sum(w * w for w in v.values())) for i, v in self._vectors.items()}
+        self._postings: tuple | None = None
+        self._queried = False
 
     def __len__(self) -> int:
         return len(self._vectors)
@@ -167,6 +169,7 @@ class IncidentIndex:
         index._vectors = {i: state["vectors"][i] for i in kept}
         index._facts = {i: state["facts"][i] for i in kept}
         index._norms = {i: state["norms"][i] for i in kept}
+        index._postings, index._queried = None, False
         return index
 
     def state(self) -> dict[str, Any]:
@@ -194,6 +197,44 @@ class IncidentIndex:
         norm = math.sqrt(sum(w * w for w in query.values()))
         if not norm:
             return {}
+        if self._postings is None and not self._queried:  # a one-shot run asks once: no index
+            self._queried = True
+            return self._pairwise_scores(profile, query, norm, exclude)
+        # The postings of the query's features name the incidents sharing any and sum their dot
+        # products in the query's order; where an incident's vector is the shorter one, its dot
+        # product is summed in that vector's order instead, as the pairwise comparison does:
+        # every score is the pairwise one to the last bit.
+        postings, ids, vectors, by_fact = self._posting_lists()
+        dots = [0.0] * len(ids)
+        shared = [0] * len(ids)
+        for feature, weight in query.items():
+            for position, theirs in postings.get(feature, ()):
+                dots[position] += weight * theirs
+                shared[position] += 1
+        size = len(query)
+        candidates = [p for p, n in enumerate(shared) if n >= MIN_SHARED]
+        for position in candidates:
+            vector = vectors[position]
+            if len(vector) < size:
+                dots[position] = sum(query[k] * vector[k] for k in vector if k in query)
+        if CONFLICT:
+            for name, feature in profile.facts.items():
+                for position, other in by_fact.get(name, ()):
+                    if other != feature and shared[position] >= MIN_SHARED:
+                        dots[position] -= CONFLICT * vectors[position].get("f:" + other, 0.0) ** 2
+        out: dict[str, float] = {}
+        for position in candidates:
+            incident_id = ids[position]
+            if exclude and (incident_id in exclude or self._incidents[incident_id].source in exclude):
+                continue
+            dot = dots[position]
+            if dot > 0:
+                out[incident_id] = dot / (norm * self._norms[incident_id])
+        return out
+
+    def _pairwise_scores(self, profile: Profile, query: dict[str, float], norm: float,
+                         exclude: Collection[str]) -> dict[str, float]:
+        """:meth:`scores` comparing the query with each incident in turn (no index to build)."""
         out: dict[str, float] = {}
         for incident_id, vector in self._vectors.items():
             if exclude and (incident_id in exclude or self._incidents[incident_id].source in exclude):
@@ -212,6 +253,22 @@ class IncidentIndex:
             if dot > 0:
                 out[incident_id] = dot / (norm * self._norms[incident_id])
         return out
+
+    def _posting_lists(self) -> tuple[dict[str, list[tuple[int, float]]], list[str], list[dict[str, float]],
+                                      dict[str, list[tuple[int, str]]]]:
+        """Built on first use: feature -> (incident position, weight) for every incident using it;
+        the incident ids and vectors by position; fact name -> (position, its feature)."""
+        if self._postings is None:
+            postings: dict[str, list[tuple[int, float]]] = {}
+            for position, vector in enumerate(self._vectors.values()):
+                for feature, weight in vector.items():
+                    postings.setdefault(feature, []).append((position, weight))
+            by_fact: dict[str, list[tuple[int, str]]] = {}
+            for position, incident_id in enumerate(self._vectors):
+                for name, feature in self._facts[incident_id].items():
+                    by_fact.setdefault(name, []).append((position, feature))
+            self._postings = (postings, list(self._vectors), list(self._vectors.values()), by_fact)
+        return self._postings
 
     def similar(self, profile: Profile, exclude: Collection[str] = (), limit: int | None = None) -> list[SimilarIncident]:
         """The most similar incidents at or above :data:`MIN_SIMILARITY`, best first (at most

@@ -87,6 +87,22 @@ def test_partial_ratio_above_the_cutoff_equals_rapidfuzz():
         assert fuzzy.partial_ratio(a, b, 85) == (expected if expected >= 85 else 0.0), (a, b)
 
 
+def test_partial_ratio_with_the_texts_characters_equals_rapidfuzz_once_it_is_in():
+    """With rapidfuzz in and the text's characters counted, a phrase sharing no character with the
+    text is answered without rapidfuzz; every answer is still rapidfuzz's."""
+    from collections import Counter
+
+    fuzzy._imported()
+    rng = random.Random(7)
+    alphabet = "训练卡住初始化超时通信ab "
+    for _ in range(3_000):
+        a = "".join(rng.choice(alphabet) for _ in range(rng.randint(4, 8)))
+        b = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+        expected = fuzz.partial_ratio(a, b)
+        assert fuzzy.partial_ratio(a, b, 85, Counter(b)) == (expected if expected >= 85 else 0.0), (a, b)
+    assert fuzzy.partial_ratio("训练卡住了", "training hangs at init", 85, Counter("training hangs at init")) == 0.0
+
+
 def test_a_short_description_does_not_import_rapidfuzz():
     code = ("import sys, nccl_doctor; s = nccl_doctor.load_doctor().session(); s.tell('the allreduce timout'); "
             "s.diagnoses(); print('rapidfuzz' in sys.modules, [(m['phrase'], m['score']) for m in s.symptom_matches])")

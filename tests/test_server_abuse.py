@@ -216,11 +216,26 @@ def live():
         proc.kill()
 
 
+@pytest.fixture(scope="module")
+def live_h11():
+    """The same server on h11, uvicorn's pure-Python parser (used where httptools is not installed)."""
+    proc, url = _start("--request-timeout-s", "2", "--max-connections-per-client", "64", "--workers", "1",
+                       "--budget-s", "1", "--http", "h11")
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def _port(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
 
 
-def test_idle_connections_do_not_lock_others_out(live):
+@pytest.mark.parametrize("server", ["live", "live_h11"])
+def test_idle_connections_do_not_lock_others_out(server, request):
+    live = request.getfixturevalue(server)
     held = [socket.create_connection(("127.0.0.1", _port(live))) for _ in range(200)]
     try:
         time.sleep(0.5)
@@ -240,7 +255,9 @@ def test_idle_connections_do_not_lock_others_out(live):
             s.close()
 
 
-def test_slow_senders_are_cut_off_and_others_served(live):
+@pytest.mark.parametrize("server", ["live", "live_h11"])
+def test_slow_senders_are_cut_off_and_others_served(server, request):
+    live = request.getfixturevalue(server)
     slow = []
     for _ in range(4):
         s = socket.create_connection(("127.0.0.1", _port(live)))

@@ -80,6 +80,16 @@ def test_serve_main_without_the_extra_explains(monkeypatch, capsys):
     assert "pip install 'nccl-doctor[serve]'" in capsys.readouterr().err
 
 
+def test_serve_main_without_httptools_explains_or_falls_back(monkeypatch, capsys):
+    from nccl_doctor.server.connections import base_protocol
+
+    monkeypatch.setitem(sys.modules, "uvicorn.protocols.http.httptools_impl", None)  # as if not installed
+    assert serve_main(["--port", "0", "--http", "httptools"]) == 2
+    err = capsys.readouterr().err
+    assert "httptools is not installed" in err and "pip install" in err and len(err.strip().splitlines()) == 1
+    assert base_protocol("auto").__name__ == "H11Protocol"  # the default falls back to h11
+
+
 def test_serve_main_busy_port(capsys):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -158,3 +168,35 @@ def test_requests_in_flight_are_capped():
     refused, served = asyncio.run(go())
     assert refused.status_code == 503 and "maximum of 2 requests" in refused.json()["error"]
     assert refused.headers["retry-after"] and [r.status_code for r in served] == [200, 200]
+
+
+def test_only_large_inputs_take_the_heavy_lane(doctor):
+    """A log of a few lines is served like a sentence; only a large log or text is held to the
+    lane that always leaves a worker free for small turns (a few-line log used to be held there,
+    halving the server's throughput while many clients uploaded small logs)."""
+    from nccl_doctor.server.pool import HEAVY_CHARS
+
+    app = create_app(doctor)
+    lanes = []
+    run = app.state.engine.run
+
+    async def spy(job, state, data, *, heavy=False):
+        lanes.append(heavy)
+        return await run(job, state, data, heavy=heavy)
+
+    app.state.engine.run = spy
+
+    async def go():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            sid = (await http.post("/sessions", json={"text": "hang at init"})).json()["id"]
+            small = "node1 NCCL WARN Bootstrap : no socket interface found\n" * 3
+            large = "node1 NCCL INFO Channel 00/0 : 0[0] -> 1[0] via P2P/IPC\n" * (HEAVY_CHARS // 40)
+            for body in (small, large):
+                reply = await http.post(f"/sessions/{sid}/log", content=body, headers={"content-type": "text/plain"})
+                assert reply.status_code == 200
+            reply = await http.post(f"/sessions/{sid}/text", json={"text": "x " * HEAVY_CHARS})
+            assert reply.status_code == 200
+
+    asyncio.run(go())
+    assert lanes == [False, False, True, True]

@@ -68,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=None,
                         help=f"engine worker processes (default: one per core, here {default_workers()}; 0: in-process)")
     parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    parser.add_argument("--http", default="auto", choices=["auto", "httptools", "h11"],
+                        help="HTTP/1.1 parser: httptools (C, the faster) when installed, else h11 (default auto)")
     for field in dataclasses.fields(Limits):
         kind = int if field.type in ("int", int) else float
         parser.add_argument("--" + field.name.replace("_", "-"), type=_positive(kind), default=field.default,
@@ -105,8 +107,14 @@ def serve_main(argv: list[str]) -> int:
 
     from ..kb import KBError
     from .connections import guarded_protocol
+    from .pool import frozen_after_start
     from .routes import create_app
 
+    try:
+        protocol = guarded_protocol(limits, args.http)
+    except ImportError:
+        print(f"diagnose serve: --http {args.http}: httptools is not installed; {INSTALL_HINT}", file=sys.stderr)
+        return 2
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     try:
         sock = socket.create_server((args.host, args.port), family=family, reuse_port=False)
@@ -120,6 +128,7 @@ def serve_main(argv: list[str]) -> int:
         sock.close()
         print(f"diagnose serve: the knowledge base cannot be loaded:\n{exc}", file=sys.stderr)
         return 1
+    frozen_after_start()
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     print(f"nccl-doctor API on http://{shown}:{port}  (OpenAPI: /openapi.json, docs: /docs; "
@@ -127,7 +136,7 @@ def serve_main(argv: list[str]) -> int:
     if not _is_loopback(args.host):
         print("warning: listening beyond this machine; the API has no authentication - put it behind "
               "your own proxy", file=sys.stderr)
-    config = uvicorn.Config(app, log_level=args.log_level, http=guarded_protocol(limits),
+    config = uvicorn.Config(app, log_level=args.log_level, http=protocol,
                             # an idle kept-alive connection is closed by the guard after request_timeout_s;
                             # uvicorn's own 5 s equals httpx's client-side expiry, and a server that closes
                             # first races a client sending its next request on that connection (ReadError)

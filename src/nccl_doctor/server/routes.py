@@ -70,7 +70,9 @@ def _turn_data(turn: Turn) -> dict[str, Any]:
 
 
 def _is_heavy(data: dict[str, Any]) -> bool:
-    return bool(data.get("log")) or len(data.get("text") or "") > HEAVY_CHARS
+    """A turn with a large input (log or text) takes the lane that leaves a worker for small turns;
+    a log of a few lines costs what a sentence does and is served like one."""
+    return len(data.get("log") or "") > HEAVY_CHARS or len(data.get("text") or "") > HEAVY_CHARS
 
 
 def _check_questions(questions: int) -> None:

@@ -8,10 +8,11 @@ checks sizes, applies a turn in order and shapes what a client sees.
 """
 from __future__ import annotations
 
-import json
 import time
+import weakref
 from typing import Any
 
+from ..engine.results import compact_json
 from ..engine.session import MAX_TEXT_CHARS, Doctor, Session
 from ..errors import InputTooLarge, SessionError, StateError, UnknownFact
 from .limits import ApiError, Limits
@@ -98,18 +99,28 @@ def _apply(session: Session, data: dict[str, Any], limits: Limits, deadline: flo
 
 
 def _encode(data: Any) -> bytes:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    return compact_json(data).encode("utf-8")
+
+
+#: Per KB, the JSON of what each diagnosis takes from its cause's entry (see Diagnosis.to_json).
+_FROM_KB: weakref.WeakKeyDictionary[Doctor, dict[tuple[str, str], str]] = weakref.WeakKeyDictionary()
 
 
 def _view(session: Session, questions: int) -> bytes:
-    """What a client shows after a turn: the report plus the single next question, as JSON."""
-    report = session.report(questions=max(questions, 1))
+    """What a client shows after a turn: the report plus the single next question, as JSON
+    (the bytes ``_encode`` gives for that dict; each diagnosis arrives already encoded)."""
+    kept = _FROM_KB.get(session.doctor)
+    if kept is None:
+        kept = _FROM_KB.setdefault(session.doctor, {})
+    report = session.report(questions=max(questions, 1), diagnosis_as=lambda d: d.to_json(kept))
     asked = report["questions"]
     report["next_question"] = asked[0] if asked else None
     report["questions"] = asked[:questions]
     report["answers"] = session.answers()
     report["unknown"] = session.unknown
-    return _encode(report)
+    parts = [f"{compact_json(key)}:{'[' + ','.join(value) + ']' if key == 'diagnoses' else compact_json(value)}"
+             for key, value in report.items()]
+    return ("{" + ",".join(parts) + "}").encode("utf-8")
 
 
 def _state(session: Session, limits: Limits) -> dict[str, Any]:

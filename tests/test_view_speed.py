@@ -1,0 +1,229 @@
+"""The shortcuts that make a session's view cheap give exactly what the plain computation gives.
+
+Each fast path is checked against the slow one it replaces, on real incident texts of the
+packaged library (a spread of them, with their logs and answers), so a speed change can never
+quietly change a diagnosis, a similar incident or a question.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from nccl_doctor.engine.session import incident_profile
+
+
+def _spread(doctor, step: int = 7) -> list[str]:
+    return sorted(doctor.kb.incidents)[::step]
+
+
+def test_similarity_from_postings_equals_the_pairwise_comparison(doctor):
+    index = doctor.incidents
+    profiles = []
+    for incident_id in _spread(doctor):
+        session = doctor.session()
+        session.tell(doctor.kb.incidents[incident_id].reporter)
+        profiles.append((incident_id, session.profile()))
+        profiles.append((incident_id, incident_profile(doctor, incident_id)))
+    compared = 0
+    for incident_id, profile in profiles:
+        query = index._vector(profile)
+        norm = math.sqrt(sum(w * w for w in query.values()))
+        for exclude in ((), (incident_id,), (doctor.kb.incidents[incident_id].source,)):
+            fast = index.scores(profile, exclude)
+            plain = index._pairwise_scores(profile, query, norm, exclude)
+            assert fast == plain and list(fast) == list(plain), incident_id
+            compared += len(plain)
+    assert index._postings is not None  # the postings path was the one taken
+    assert compared > 1000  # the spread really compares incidents
+
+
+def _sessions(doctor, step: int = 7):
+    """Sessions at several stages: a reporter's words, then the incident's log, then an answer."""
+    for incident_id in _spread(doctor, step):
+        incident = doctor.kb.incidents[incident_id]
+        session = doctor.session()
+        session.tell(incident.reporter)
+        yield session
+        if incident.log:
+            session.add_log(incident.log.splitlines(), name=f"{incident_id}.log")
+            yield session
+        asked = session.next_question()
+        if asked is not None:
+            if asked.type == "bool":
+                session.answer(asked.id, True)
+            elif asked.type == "choice":
+                session.answer(asked.id, asked.choices[-1])
+            else:
+                session.dont_know(asked.id)
+            yield session
+
+
+def test_a_views_json_is_the_plain_encoding_of_the_report(doctor):
+    """The server encodes each diagnosis with its KB part kept per cause; the bytes are those of
+    encoding the whole report dict (English and Chinese sessions, every stage)."""
+    from nccl_doctor.server import work
+
+    zh = doctor.session()
+    zh.tell("两台机器训练时 NCCL 超时，all_reduce 卡住，日志里有 Connection refused")
+    checked = 0
+    for session in itertools.chain(_sessions(doctor, step=13), [zh]):  # each stage as it is reached
+        for questions in (0, 3):
+            report = session.report(questions=max(questions, 1))
+            asked = report["questions"]
+            report["next_question"] = asked[0] if asked else None
+            report["questions"] = asked[:questions]
+            report["answers"] = session.answers()
+            report["unknown"] = session.unknown
+            assert work._view(session, questions) == work._encode(report)
+            checked += len(report["diagnoses"])
+    assert zh.language == "zh" and checked > 100
+
+
+# ------------------------------------------------------------------ chaining and question ranking
+def _plain_run(ckb, state, start) -> None:
+    """Forward chaining as the engine's docstring states it, with no shortcut: every rule reading a
+    changed fact is tried, earliest first, and fires at most once."""
+    import heapq
+
+    from nccl_doctor.engine.chaining import Firing
+    from nccl_doctor.engine.memory import FactRecord, Source
+
+    rules = ckb.rules
+    heap = sorted((rules[i].order, i) for i in start if rules[i].id not in state.fired_ids)
+    while heap:
+        _, index = heapq.heappop(heap)
+        rule = rules[index]
+        if rule.id in state.fired_ids:
+            continue
+        truth, premise = rule.predicate(state.facts)
+        if truth is not True:
+            continue
+        state.fired_ids.add(rule.id)
+        used = tuple(sorted(n for n in rule.reads if n in state.facts))
+        state.fired.append(Firing(rule.id, premise, used))
+        for cause, strength in rule.evidence:
+            state.evidence.setdefault(cause, []).append((rule.id, strength * premise))
+        for name, value in rule.sets:
+            if name not in state.facts:
+                state.facts[name] = FactRecord(name, value, Source("rule", rule.id), premise * rule.certainty, used)
+                for dependent in ckb.rules_by_fact.get(name, ()):
+                    if (rules[dependent].order, dependent) not in heap:
+                        heapq.heappush(heap, (rules[dependent].order, dependent))
+
+
+def _plain_infer(ckb, base):
+    from nccl_doctor.engine.chaining import Inference
+
+    state = Inference(facts=dict(base))
+    _plain_run(ckb, state, set(ckb.absence_rules) | {i for name in base for i in ckb.rules_by_fact.get(name, ())})
+    return state
+
+
+def _plain_extend(ckb, state, new):
+    out = state.copy()
+    fresh = {name: record for name, record in new.items() if name not in out.facts}
+    out.facts.update(fresh)
+    _plain_run(ckb, out, {i for name in fresh for i in ckb.rules_by_fact.get(name, ())})
+    return out
+
+
+def test_chaining_skips_only_rules_that_could_not_fire(doctor):
+    """Inference skips a rule while a fact it needs is unknown; on a spread of incidents it fires
+    the same rules, in the same order, to the same facts and evidence as trying every rule."""
+    from nccl_doctor.engine.chaining import infer
+
+    fired = 0
+    for session in _sessions(doctor, step=9):
+        base = session._base()
+        fast, slow = infer(doctor.compiled, base), _plain_infer(doctor.compiled, base)
+        assert (fast.facts, fast.fired, fast.evidence) == (slow.facts, slow.fired, slow.evidence)
+        fired += len(fast.fired)
+    assert fired > 300
+
+
+def _plain_ready_rules(ckb, state, facts):
+    """Every unfired rule reading the fact: no shortcut on what they need."""
+    return {name: [i for i in ckb.rules_by_fact.get(name, ()) if ckb.rules[i].id not in state.fired_ids]
+            for name in facts}
+
+
+def _plain_consequences(ckb, state, new, ready=None):
+    """What a simulated answer adds, by chaining a full copy of the inference, trying every rule
+    that reads a new fact."""
+    after = _plain_extend(ckb, state, new)
+    added = {name: record for name, record in after.facts.items() if name not in state.facts}
+    evidence = {}
+    for cause, items in after.evidence.items():
+        fresh = [value for _, value in items[len(state.evidence.get(cause, ())):]]
+        if fresh:
+            evidence[cause] = fresh
+    return added, evidence
+
+
+def _plain_fact_gain(beliefs, moves, known=None):
+    """The expected entropy drop exactly as the module docstring of engine.questions writes it."""
+    n = len(moves)
+    if n == 0:
+        return 0.0
+    known = known or (lambda cause, moved: 1.0)
+    moved = set().union(*moves)
+    norm = {x: sum(m.get(x, 1.0) for m in moves) for x in moved}
+    chance = {x: known(x, True) for x in moved}
+    unmoved = (beliefs.total - sum(beliefs.w.get(x, 0.0) for x in moved)) * known(None, False)
+    gain = 0.0
+    for move in moves:
+        likely = unmoved / n + sum(beliefs.w.get(x, 0.0) * chance[x] * move.get(x, 1.0) / norm[x] for x in moved)
+        gain += likely / beliefs.total * (beliefs.entropy - beliefs.entropy_with(move))
+    return gain
+
+
+def _ranked(session):
+    from nccl_doctor.engine.questions import rank_questions
+
+    state = session._inference()
+    found = rank_questions(session.doctor.compiled, state, session._model(), skip=session.unknown, limit=10,
+                           lang=session.language)
+    return [(q.id, round(q.gain, 9), q.separates) for q in found]
+
+
+def test_ranked_questions_are_those_of_the_plain_simulation(doctor, monkeypatch):
+    """Question ranking simulates answers with shortcuts (only rules ready to fire, chaining that
+    copies facts alone, answers that move nothing skipped in the gain); on real incident texts,
+    logs and answers it picks the same questions, with the same gains and causes, as simulating
+    each answer by chaining a full copy of the inference."""
+    from nccl_doctor.engine import questions
+
+    compared = 0
+    for session in _sessions(doctor, step=9):  # each stage as it is reached
+        fast = _ranked(session)
+        with monkeypatch.context() as plain:
+            plain.setattr(questions, "ready_rules", _plain_ready_rules)
+            plain.setattr(questions, "consequences", _plain_consequences)
+            plain.setattr(questions, "fact_gain", _plain_fact_gain)
+            assert fast == _ranked(session)
+        compared += len(fast)
+    assert compared > 500  # the spread asks many questions
+
+
+# ------------------------------------------------------------------ symptom matching
+def test_fuzzy_phrase_words_found_from_the_vocabulary_equal_comparing_each_word(doctor):
+    """With rapidfuzz in, a text's words are compared with the KB's phrase vocabulary once each;
+    the phrase words' occurrences (exact, prefix, typo) are those of comparing every phrase word
+    with the text's words, on every incident description and log."""
+    from nccl_doctor.engine import fuzzy
+    from nccl_doctor.engine.matching import _prepared, _TextIndex, tokens
+
+    fuzzy._imported()
+    _, _, vocabulary = _prepared(doctor.compiled)
+    found = 0
+    for incident in doctor.kb.incidents.values():
+        for text in (incident.reporter, incident.log or ""):
+            words = tokens(text)
+            fast, plain = _TextIndex(words, vocabulary), _TextIndex(words)
+            for word in vocabulary.words:
+                expected = plain.occurrences(word)
+                assert fast.occurrences(word) == expected, (incident.id, word)
+                found += bool(expected)
+    assert found > 5000
