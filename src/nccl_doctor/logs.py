@@ -142,15 +142,39 @@ def stdin_source() -> Source:
     return source
 
 
-def _wider_pipe(fd: int) -> None:
-    """Ask Linux for a 1 MB pipe buffer: fewer, larger reads of a piped log."""
+PIPE_MAX_FILE = "/proc/sys/fs/pipe-max-size"
+
+
+def _wider_pipe(fd: int) -> int | None:
+    """Grow the pipe ``fd`` reads from (Linux: 64 KB by default) to as much as an unprivileged
+    process may ask (``/proc/sys/fs/pipe-max-size``, 1 MB by default; at most one chunk), so that
+    the writer can run ahead and each read takes more. Its size after, or None where ``fd`` is
+    no pipe (a file, a terminal) or the size cannot be asked for; never raises."""
     try:
         import fcntl
 
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):
-            fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
-    except (OSError, ValueError, AttributeError, ImportError):
-        pass
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return None
+        get_size, set_size = getattr(fcntl, "F_GETPIPE_SZ", 1032), getattr(fcntl, "F_SETPIPE_SZ", 1031)
+        size = fcntl.fcntl(fd, get_size)
+    except (OSError, ValueError, ImportError):
+        return None
+    for wanted in (min(_pipe_max(), CHUNK_BYTES), 1 << 20):
+        if wanted <= size:
+            break
+        try:
+            return fcntl.fcntl(fd, set_size, wanted)
+        except OSError:  # over the per-user limit on pipe memory, or a kernel without it
+            continue
+    return size
+
+
+def _pipe_max() -> int:
+    try:
+        with open(PIPE_MAX_FILE, "rb") as handle:
+            return int(handle.read().strip() or 0)
+    except (OSError, ValueError):
+        return 1 << 20
 
 
 def text_source(text: str | bytes, name: str = "log") -> Source:
@@ -408,11 +432,25 @@ def expect_big_reads() -> None:
     """Import what counting big logs uses now (before forking workers, so they share it)."""
     _COUNTED[0] = max(_COUNTED[0], 64 << 20)
     if not _NUMPY:
-        try:
-            import numpy
-        except ImportError:
-            numpy = None
-        _NUMPY.append(numpy)
+        _NUMPY.append(_import_numpy())
+
+
+def _import_numpy():
+    """numpy, or None. OpenBLAS, which numpy loads and nccl-doctor never uses, starts a thread per
+    core that spins for about 0.1 s before it sleeps, taking a core from the reading on a small
+    machine: it is told to sleep at once (``OPENBLAS_THREAD_TIMEOUT``, for this import only,
+    unless the environment sets it)."""
+    had = os.environ.get("OPENBLAS_THREAD_TIMEOUT")
+    if had is None and "numpy" not in sys.modules:
+        os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"  # the least it takes: 2**4 cycles
+    try:
+        import numpy
+    except ImportError:
+        numpy = None
+    finally:
+        if had is None:
+            os.environ.pop("OPENBLAS_THREAD_TIMEOUT", None)
+    return numpy
 
 
 def _newlines(data: bytes | bytearray, start: int, end: int, scratch: list) -> int:
