@@ -59,12 +59,36 @@ class PipedStdin:
 
 
 def stream_of(source, chunk_bytes: int) -> tuple[bytes, list[tuple[int, int]]]:
-    """The bytes a reader hands out (each chunk's own lines, once) and (first line, lines) per chunk."""
+    """The bytes a reader hands out (each chunk's own lines, once) and (first line, lines) per
+    chunk, checking on the way that each chunk's line count is that of its bytes."""
     body, numbers = [], []
     for chunk in chunks(source, chunk_bytes=chunk_bytes, keep=0, buffers=[]):
         body.append(bytes(chunk.data[chunk.start:chunk.end]))
         numbers.append((chunk.first_line, chunk.lines))
+        assert chunk.lines == body[-1].count(b"\n")
     return b"".join(body), numbers
+
+
+def within(seconds: float, work, *args):
+    """``work(*args)`` in a thread, failing the test instead of hanging it past ``seconds``."""
+    out: list = []
+    thread = threading.Thread(target=lambda: out.append(work(*args)), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert out, f"still reading after {seconds} s"
+    return out[0]
+
+
+@pytest.fixture(params=["bytes.count", "numpy"])
+def counting(request, monkeypatch):
+    """Newlines counted both ways: bytes.count (small runs) and numpy (past 64 MB in a process)."""
+    if request.param == "numpy":
+        pytest.importorskip("numpy")
+        monkeypatch.setattr(logs, "_COUNTED", [1 << 40])
+    else:
+        monkeypatch.setattr(logs, "_COUNTED", [0])
+        monkeypatch.setattr(logs, "_NUMPY", [None])
+    return request.param
 
 
 def sample_log(size: int) -> bytes:
@@ -83,15 +107,16 @@ def sample_log(size: int) -> bytes:
     ([1, 4095, 65536, 333333, 7], {}),       # odd sizes, lines split across writes
     ([40 << 10], {3: 0.15, 20: 0.3, 41: 0.12}),  # a writer that pauses past PAUSE_SECONDS mid-chunk
 ])
-def test_piped_stdin_hands_out_what_the_file_does(tmp_path, monkeypatch, pieces, pauses):
+def test_piped_stdin_hands_out_what_the_file_does(tmp_path, monkeypatch, counting, pieces, pauses):
     data = sample_log(5 << 20)
     path = tmp_path / "job.log"
     path.write_bytes(data)
     file_body, file_numbers = stream_of(open_source(str(path)), 1 << 20)
+    assert stream_of(logs.text_source(data), 1 << 20) == (file_body, file_numbers)  # read whole, not in pieces
     stdin = PipedStdin(data, pieces, pauses)
     monkeypatch.setattr(sys, "stdin", stdin)
     try:
-        pipe_body, pipe_numbers = stream_of(stdin_source(), 1 << 20)
+        pipe_body, pipe_numbers = within(60, lambda: stream_of(stdin_source(), 1 << 20))
     finally:
         stdin.close()
     assert pipe_body == file_body  # long lines cut the same way, nothing lost or doubled
@@ -146,7 +171,7 @@ def test_pipe_whose_size_cannot_change_is_read_all_the_same(tmp_path, monkeypatc
     try:
         size = real(stdin.read_fd, F_GETPIPE_SZ)
         assert logs._wider_pipe(stdin.read_fd) == size  # refused: the size it has, no error
-        body, _ = stream_of(stdin_source(), 1 << 20)
+        body, _ = within(60, lambda: stream_of(stdin_source(), 1 << 20))
     finally:
         stdin.close()
     assert refused
@@ -182,3 +207,99 @@ def test_numpy_import_leaves_the_environment_as_it_was():
             env["OPENBLAS_THREAD_TIMEOUT"] = preset
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
         assert done.stdout.strip() == expected, done.stderr
+
+
+def test_stdin_is_big_only_for_a_big_file_or_a_filled_pipe(tmp_path, monkeypatch):
+    class Stdin:
+        def __init__(self, fd: int) -> None:
+            self.buffer, self.fd = self, fd
+
+        def fileno(self) -> int:
+            return self.fd
+
+    read_fd, write_fd = os.pipe()
+    try:
+        monkeypatch.setattr(sys, "stdin", Stdin(read_fd))
+        os.set_blocking(write_fd, False)  # a test that cannot hang on a full pipe
+        sent = os.write(write_fd, b"NCCL INFO a few lines\n" * 100)
+        assert not logs.stdin_is_big()
+        os.write(write_fd, b"x" * ((64 << 10) - sent))  # what a writer such as cat leaves in a 64 KB pipe
+        assert logs.stdin_is_big()
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+    for size, big in ((1 << 20, False), (logs.BIG_READ_BYTES, True)):
+        path = tmp_path / f"{size}.log"
+        with open(path, "wb") as handle:
+            handle.truncate(size)
+        with open(path, "rb") as handle:
+            monkeypatch.setattr(sys, "stdin", Stdin(handle.fileno()))
+            assert logs.stdin_is_big() is big
+    parent, child = pty.openpty()
+    try:
+        monkeypatch.setattr(sys, "stdin", Stdin(child))
+        assert not logs.stdin_is_big()
+    finally:
+        os.close(parent)
+        os.close(child)
+    monkeypatch.setattr(sys, "stdin", None)  # no stdin at all (a daemon)
+    assert not logs.stdin_is_big()
+
+
+def test_numpy_loaded_ahead_leaves_no_thread_behind():
+    """The background import is waited for before workers fork (they are forked only from a
+    process with no other thread)."""
+    code = ("import sys, threading; from nccl_doctor.logs import expect_big_reads; "
+            "expect_big_reads(wait=False); expect_big_reads(); "
+            "print(threading.active_count(), 'numpy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    expected = "1 True" if subprocess.run([sys.executable, "-c", "import numpy"]).returncode == 0 else "1 False"
+    assert done.stdout.strip() == expected, done.stderr
+
+
+def test_a_writer_quiet_after_whole_read_pieces_still_gets_its_lines_read(monkeypatch):
+    """``kubectl logs -f`` writes 3 MB, exactly three read pieces after the sniffed head, then
+    says nothing more for a while: those lines are handed out within the pause, not when the
+    writer next writes (or never, for a stream Ctrl-C ends: what came must be used)."""
+    line = b"[rank1]:NCCL INFO AllReduce: opCount 1f sendbuff 0x7f00 count 262144 datatype 7 op 0\n"
+    line = line[:-1].ljust(127, b" ") + b"\n"
+    data = line * ((logs.HEAD_BYTES + 3 * logs.READ_PIECE) // len(line))
+    assert len(data) == logs.HEAD_BYTES + 3 * logs.READ_PIECE
+    closed, release = threading.Event(), threading.Event()
+    read_fd, write_fd = os.pipe()
+
+    def write() -> None:
+        os.write(write_fd, data[:logs.HEAD_BYTES])
+        time.sleep(0.2)
+        with open(write_fd, "wb", closefd=True) as out:
+            out.write(data[logs.HEAD_BYTES:])
+            out.flush()
+            release.wait(20)  # quiet, the pipe still open
+            closed.set()
+
+    class Stdin:
+        buffer = None
+
+        def fileno(self) -> int:
+            return read_fd
+
+    stdin = Stdin()
+    stdin.buffer = stdin
+    monkeypatch.setattr(sys, "stdin", stdin)
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+
+    def read_until_all_came() -> bool:
+        got = 0
+        for chunk in chunks(stdin_source(), keep=0, buffers=[]):
+            got += chunk.end - chunk.start
+            if got == len(data):
+                return not closed.is_set()
+        return False
+
+    try:
+        assert within(60, read_until_all_came), "the lines were handed out only once the writer closed"
+    finally:
+        release.set()
+        writer.join(30)
+        os.close(read_fd)
