@@ -30,7 +30,8 @@ from .forensics.frdump import MAX_DUMP_BYTES, parse_dump, scan_dump
 from .forensics.handlers import HandlerTable
 from .forensics.scan import TAIL_BYTES, LogForensics
 from .log_paths import Skipped, expand, short_names
-from .logs import CHUNK_BYTES, Source, chunks, open_source, stdin_source, text_source
+from .logs import (BIG_READ_BYTES, CHUNK_BYTES, Source, chunks, expect_big_reads, open_source, stdin_is_big,
+                   stdin_source, text_source)
 from .prefilter import Needles, Prefilter
 from .scanner import SignatureScanner, SignatureSpec, SignatureTable
 
@@ -257,6 +258,12 @@ def read_paths(plan: ReadingPlan, paths: list[str], *, progress: Callable[[Progr
     return results, False
 
 
+def _big_input(paths: list[str]) -> bool:
+    """Whether these sources are big enough for counting with numpy (64 MB, or a pipe on stdin
+    that its writer has already filled)."""
+    return sum(_size(p) or 0 for p in paths) >= BIG_READ_BYTES or ("-" in paths and stdin_is_big())
+
+
 def _size(path: str) -> int | None:
     if path == "-":
         return None
@@ -275,6 +282,8 @@ def ingest_paths(session: Any, args: Iterable[str], *, progress: Callable[[Progr
     could be used (the message says why); files that cannot be used are skipped with a reason
     in the result. Ctrl-C stops the reading at once: the result is then partial."""
     expansion = expand(list(args))
+    if _big_input(expansion.files):
+        expect_big_reads(wait=False)  # numpy loads while the plan is built, not mid-read
     plan = plan_for(session.doctor)
     results, interrupted = read_paths(plan, expansion.files, progress=progress, jobs=jobs)
     result = _apply(session, results, expansion.skipped, expansion.notes)

@@ -17,19 +17,22 @@ import os
 import select
 import stat
 import sys
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .errors import LogProblem
 
-__all__ = ["LogProblem", "Source", "Chunk", "open_source", "text_source", "stdin_source", "chunks",
-           "LineCounter", "looks_binary", "CHUNK_BYTES", "MAX_LINE_BYTES", "CONTEXT_BYTES", "IDLE_SECONDS"]
+__all__ = ["LogProblem", "Source", "Chunk", "open_source", "text_source", "stdin_source", "stdin_is_big", "chunks",
+           "LineCounter", "looks_binary", "expect_big_reads", "CHUNK_BYTES", "MAX_LINE_BYTES", "CONTEXT_BYTES",
+           "IDLE_SECONDS", "BIG_READ_BYTES", "READ_PIECE"]
 
 CHUNK_BYTES = 8 << 20
 MAX_LINE_BYTES = 64 << 10
 CONTEXT_BYTES = 8 << 10  # lines kept before and after each chunk for multi-line records
 IDLE_SECONDS = 2.0  # a FIFO or device silent this long is taken to have said all it will
+PAUSE_SECONDS = 0.05  # a stream silent this long in the middle of a chunk: what came is handed out
 HEAD_BYTES = 64 << 10
 _GZIP, _ZSTD = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
 
@@ -61,7 +64,9 @@ class Source:
     endless: bool = False  # a FIFO, device or pseudo-file: stopped after IDLE_SECONDS of silence
     stopped: str | None = None  # why reading stopped before the end, once it has
     close: Callable[[], None] = field(default=lambda: None)
-    readinto: Callable[[memoryview], int] | None = None  # fills a buffer (no copy), where the source can
+    # fills a buffer (no copy), where the source can; ``more=True``: the call goes on with a read under
+    # way, and a stream whose writer is quiet for PAUSE_SECONDS returns 0 at once, not at its end
+    readinto: Callable[..., int] | None = None
     path: str | None = None  # the file, when it is one
 
 
@@ -90,7 +95,7 @@ def open_source(path: str) -> Source:
             consumed[0] += len(data)
             return data
 
-        def readinto(view: memoryview) -> int:
+        def readinto(view: memoryview, more: bool = False) -> int:
             got = handle.readinto(view) or 0
             consumed[0] += got
             return got
@@ -115,11 +120,12 @@ def stdin_source() -> Source:
     fd = sys.stdin.buffer.fileno()
     consumed = [0]
 
-    def readinto(view: memoryview) -> int:
-        """Fill ``view``, or as much as arrives before the writer pauses; 0 at the end."""
+    def readinto(view: memoryview, more: bool = False) -> int:
+        """Fill ``view``, or as much as arrives before the writer pauses; 0 at the end (and, with
+        ``more``, when nothing comes within the pause)."""
         got = 0
         while got < len(view):
-            if got and not select.select([fd], [], [], 0.05)[0]:
+            if (got or more) and not select.select([fd], [], [], PAUSE_SECONDS)[0]:
                 break
             with view[got:] as free:
                 n = os.readv(fd, [free])
@@ -142,15 +148,58 @@ def stdin_source() -> Source:
     return source
 
 
-def _wider_pipe(fd: int) -> None:
-    """Ask Linux for a 1 MB pipe buffer: fewer, larger reads of a piped log."""
+def stdin_is_big() -> bool:
+    """Whether standard input looks like a big log: a file of :data:`BIG_READ_BYTES` or more, or a
+    pipe its writer has already filled (64 KB waiting, Linux's default pipe size)."""
+    try:
+        fd = sys.stdin.buffer.fileno()
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode):
+            return info.st_size >= BIG_READ_BYTES
+        if stat.S_ISFIFO(info.st_mode):
+            import fcntl
+            import termios
+
+            waiting = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+            return int.from_bytes(waiting, sys.byteorder) >= 64 << 10
+    except (OSError, ValueError, AttributeError, ImportError):
+        pass
+    return False
+
+
+PIPE_MAX_FILE = "/proc/sys/fs/pipe-max-size"
+
+
+def _wider_pipe(fd: int) -> int | None:
+    """Grow the pipe ``fd`` reads from (Linux: 64 KB by default) to as much as an unprivileged
+    process may ask (``/proc/sys/fs/pipe-max-size``, 1 MB by default; at most one chunk), so that
+    the writer can run ahead and each read takes more. Its size after, or None where ``fd`` is
+    no pipe (a file, a terminal) or the size cannot be asked for; never raises."""
     try:
         import fcntl
 
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):
-            fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
-    except (OSError, ValueError, AttributeError, ImportError):
-        pass
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return None
+        get_size, set_size = getattr(fcntl, "F_GETPIPE_SZ", 1032), getattr(fcntl, "F_SETPIPE_SZ", 1031)
+        size = fcntl.fcntl(fd, get_size)
+    except (OSError, ValueError, ImportError):
+        return None
+    for wanted in (min(_pipe_max(), CHUNK_BYTES), 1 << 20):
+        if wanted <= size:
+            break
+        try:
+            return fcntl.fcntl(fd, set_size, wanted)
+        except OSError:  # over the per-user limit on pipe memory, or a kernel without it
+            continue
+    return size
+
+
+def _pipe_max() -> int:
+    try:
+        with open(PIPE_MAX_FILE, "rb") as handle:
+            return int(handle.read().strip() or 0)
+    except (OSError, ValueError):
+        return 1 << 20
 
 
 def text_source(text: str | bytes, name: str = "log") -> Source:
@@ -321,7 +370,6 @@ def _read_ahead(produce: Iterator[Chunk]) -> Iterator[Chunk]:
     """The items of a generator, produced by a thread up to :data:`_AHEAD` ahead (the thread
     spends its time in read() and counting, which leave the interpreter free for the caller)."""
     import queue
-    import threading
 
     ready: queue.Queue = queue.Queue(maxsize=_AHEAD)
     stop = threading.Event()
@@ -373,8 +421,9 @@ def _chunks(source: Source, chunk_bytes: int, slots: int, buffers: list[bytearra
         if head:  # the bytes read when the source was sniffed come first
             more, head = head[:chunk_bytes], head[chunk_bytes:]
             data, ended = bytes(pending) + bytes(more), False
+            fresh = None
         else:
-            data = _read_after(source, pending, chunk_bytes, ring, slots)
+            data, fresh = _read_after(source, pending, chunk_bytes, ring, slots, scratch)
             ended = len(data) == len(pending)
         paused = len(data) - len(pending) < chunk_bytes  # a stream that paused: hand out what came
         if ended:
@@ -385,10 +434,14 @@ def _chunks(source: Source, chunk_bytes: int, slots: int, buffers: list[bytearra
                 if data.find(b"\n", skip) < 0 and len(data) - skip > MAX_LINE_BYTES:
                     data, ended = _cut_long_line(source, data, skip, chunk_bytes)
                     cut = len(data) if ended else data.rfind(b"\n") + 1
+                    fresh = None
                 else:
                     pending = bytes(data)
                     continue
-        lines = _newlines(data, skip, cut, scratch)
+        if fresh is None:
+            lines = _newlines(data, skip, cut, scratch)
+        else:  # counted as read: add the lines carried over, take off those left for the next chunk
+            lines = fresh + data.count(b"\n", skip, len(pending)) - data.count(b"\n", cut, len(data))
         if cut > skip:
             yield Chunk(data, skip, cut, line, offset, lines)
         if ended:
@@ -400,19 +453,56 @@ def _chunks(source: Source, chunk_bytes: int, slots: int, buffers: list[bytearra
 
 
 _SLACK = 256 << 10  # room in each read buffer for the lines carried over from the previous read
+READ_PIECE = 1 << 20  # read this much at a time and count its lines at once, while it is in cache
+BIG_READ_BYTES = 64 << 20  # past this much read in a process, lines are counted with numpy
 _COUNTED = [0]  # bytes this process has counted lines in
 _NUMPY: list = []  # [numpy or None], imported once this process reads big logs
 
 
-def expect_big_reads() -> None:
-    """Import what counting big logs uses now (before forking workers, so they share it)."""
-    _COUNTED[0] = max(_COUNTED[0], 64 << 20)
-    if not _NUMPY:
-        try:
-            import numpy
-        except ImportError:
-            numpy = None
-        _NUMPY.append(numpy)
+_LOADING: list = []  # the thread that imports numpy, once started
+_LOADING_LOCK = threading.Lock()
+
+
+def expect_big_reads(*, wait: bool = True) -> None:
+    """Import what counting big logs uses (numpy) now: before forking workers, so that they share
+    it, or, with ``wait=False``, in a thread while the caller does other work (building the
+    reading plan: compiling hyperscan's database leaves the interpreter free), rather than in the
+    middle of the reading. A count that needs it, or a call with ``wait``, waits for it."""
+    _COUNTED[0] = max(_COUNTED[0], BIG_READ_BYTES)
+    with _LOADING_LOCK:
+        if _NUMPY:
+            return
+        if not _LOADING:
+            _LOADING.append(threading.Thread(target=_load_numpy, daemon=True, name="numpy-import"))
+            _LOADING[0].start()
+    if wait:
+        _LOADING[0].join()
+
+
+def _load_numpy() -> None:
+    try:
+        numpy = _import_numpy()
+    except Exception:  # noqa: BLE001 - a broken install: count with bytes.count
+        numpy = None
+    _NUMPY.append(numpy)
+
+
+def _import_numpy():
+    """numpy, or None. OpenBLAS, which numpy loads and nccl-doctor never uses, starts a thread per
+    core that spins for about 0.1 s before it sleeps, taking a core from the reading on a small
+    machine: it is told to sleep at once (``OPENBLAS_THREAD_TIMEOUT``, for this import only,
+    unless the environment sets it)."""
+    had = os.environ.get("OPENBLAS_THREAD_TIMEOUT")
+    if had is None and "numpy" not in sys.modules:
+        os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"  # the least it takes: 2**4 cycles
+    try:
+        import numpy
+    except ImportError:
+        numpy = None
+    finally:
+        if had is None:
+            os.environ.pop("OPENBLAS_THREAD_TIMEOUT", None)
+    return numpy
 
 
 def _newlines(data: bytes | bytearray, start: int, end: int, scratch: list) -> int:
@@ -420,7 +510,7 @@ def _newlines(data: bytes | bytearray, start: int, end: int, scratch: list) -> i
     about four times ``bytes.count``) once this process has counted 64 MB, so small runs do not pay
     for its import; ``bytes.count`` otherwise. ``scratch`` keeps the compare's output array."""
     _COUNTED[0] += end - start
-    if end - start >= 1 << 20 and _COUNTED[0] >= 64 << 20:
+    if end - start >= 64 << 10 and _COUNTED[0] >= BIG_READ_BYTES:
         if not _NUMPY:
             expect_big_reads()
         np = _NUMPY[0]
@@ -433,14 +523,17 @@ def _newlines(data: bytes | bytearray, start: int, end: int, scratch: list) -> i
     return data.count(b"\n", start, end)
 
 
-def _read_after(source: Source, pending: bytes, n: int, ring: list[bytearray], slots: int) -> bytes | bytearray:
-    """``pending`` followed by up to ``n`` more bytes of the source, read straight into a buffer
-    (one of ``slots`` buffers used in turn, when the source can fill a buffer itself). Buffers keep
-    their memory from one read to the next: resizing them within it costs neither a copy nor the
-    page faults of fresh memory."""
+def _read_after(source: Source, pending: bytes, n: int, ring: list[bytearray], slots: int,
+                scratch: list) -> tuple[bytes | bytearray, int | None]:
+    """``pending`` followed by up to ``n`` more bytes of the source, and the newlines in those
+    bytes (None when not counted here). Where the source can fill a buffer itself, the bytes are
+    read straight into one of ``slots`` buffers used in turn, :data:`READ_PIECE` at a time, each
+    piece's newlines counted while it is still in the CPU's cache. Buffers keep their memory from
+    one read to the next: resizing them within it costs neither a copy nor the page faults of
+    fresh memory. A piece that comes back short (the end, or a stream that paused) ends the read."""
     if source.readinto is None:
         more = _read(source, n)
-        return pending + more if pending else more
+        return (pending + more if pending else more), None
     size = len(pending) + n
     if n < (1 << 20) or len(ring) < slots:
         buffer = bytearray(size + _SLACK)
@@ -454,17 +547,28 @@ def _read_after(source: Source, pending: bytes, n: int, ring: list[bytearray], s
     elif len(buffer) < size:
         buffer.extend(bytes(size - len(buffer)))
     buffer[:len(pending)] = pending
-    with memoryview(buffer) as view, view[len(pending):] as free:
-        try:
-            got = source.readinto(free) or 0
-        except OSError as exc:
-            raise LogProblem(f"{source.name}: cannot read: {_why(exc)}") from None
+    got = newlines = 0
+    with memoryview(buffer) as view:
+        while got < n:
+            at, want = len(pending) + got, min(READ_PIECE, n - got)
+            with view[at:at + want] as piece:
+                try:
+                    took = source.readinto(piece, more=got > 0) or 0
+                except OSError as exc:
+                    raise LogProblem(f"{source.name}: cannot read: {_why(exc)}") from None
+            if took:
+                newlines += _newlines(buffer, at, at + took, scratch)
+            got += took
+            if took < want:
+                break
     if got < n:
         if len(pending) + got < len(buffer) // 2:  # a short end: copy it out, keep the buffer whole
             with memoryview(buffer) as view:
-                return view[:len(pending) + got].tobytes()
+                return view[:len(pending) + got].tobytes(), newlines
         del buffer[len(pending) + got:]
-    return buffer
+    return buffer, newlines
+
+
 def _read(source: Source, n: int) -> bytes:
     try:
         return source.read(n)
