@@ -25,6 +25,7 @@ import marshal
 import zlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
+from ..errors import KBError
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import schema
@@ -43,7 +44,7 @@ _VERSION = f"{ARTIFACT_VERSION}.{marshal.version}"  # the interpreter's marshal 
 _HEADER_MAX = 256
 
 
-class ArtifactError(ValueError):
+class ArtifactError(KBError, ValueError):
     """An artifact that is not ours, or of another version (rebuilt, never shown to users)."""
 
 

@@ -8,13 +8,14 @@ needs two captures to differ says so with ``differ``). Like Python's ``str`` pat
 from __future__ import annotations
 
 import re2
+from ..errors import KBError
 
 __all__ = ["Pattern", "PatternError", "compile_pattern", "pattern_problem"]
 
 Pattern = re2._Regexp  # noqa: SLF001 - the compiled type, for annotations
 
 
-class PatternError(ValueError):
+class PatternError(KBError, ValueError):
     """A pattern RE2 cannot compile (the message says why)."""
 
 

@@ -43,3 +43,4 @@ def test_bad_input_is_still_a_value_error_and_kb_errors_list_problems():
     error = CompileError(["a.yaml:3 [r]: unknown fact 'x'"])
     assert isinstance(error, KBError) and error.problems == ["a.yaml:3 [r]: unknown fact 'x'"]
     assert "1 problem" in str(error)
+    assert str(KBError("artifact damaged")) == "artifact damaged" and KBError("x").problems == ["x"]

@@ -78,7 +78,11 @@ class UsageError(InputError):
 class KBError(DoctorError):
     """The knowledge base cannot be used; ``problems`` lists why (each a string or a located problem)."""
 
-    def __init__(self, problems: list) -> None:
+    def __init__(self, problems: list | str) -> None:
+        if isinstance(problems, str):  # one problem, already a sentence: the message is that line
+            self.problems = [problems]
+            super().__init__(problems)
+            return
         self.problems = list(problems)
         lines = "\n".join(f"  {p}" for p in self.problems[:50])
         more = f"\n  ... and {len(self.problems) - 50} more" if len(self.problems) > 50 else ""
