@@ -244,6 +244,24 @@ def test_a_plugin_missing_libfabric_symbols_is_the_libfabric_on_the_path(doctor)
     assert session.diagnoses()[0].id == "efa_libfabric_env_wrong"
 
 
+def test_p2p_disable_helping_a_gpu_set_dependent_hang_keeps_the_bad_link_first(doctor):
+    """A true answer as likely under the leader as under its rival must not hand the rival the
+    lead: NCCL_P2P_DISABLE=1 bypasses a bad GPU-to-GPU link as it bypasses ACS."""
+    session = doctor.session()
+    session.tell("Training hangs when run on 7-8 GPUs of an 8-GPU machine, but a 6-GPU run finished fine")
+    assert session.diagnoses()[0].id == "nvlink_degraded"
+    session.answer("nccl_p2p_disable_helps", True)
+    assert "p2p_disable_helps_single_node" not in session.fired_rules()
+    assert session.diagnoses()[0].id == "nvlink_degraded"
+
+
+def test_p2p_disable_helping_on_every_gpu_set_is_still_acs(doctor):
+    session = doctor.session()
+    session.tell("Single-node training on 8 GPUs freezes at the first all_reduce")
+    session.answer("nccl_p2p_disable_helps", True)
+    assert session.diagnoses()[0].id == "p2p_acs_iommu"
+
+
 def test_an_inference_engine_on_ray_is_not_blamed_on_ray_trains_interface_default(doctor):
     session = doctor.session()
     session.tell("vLLM tensor parallel across a Ray cluster fails at startup with NCCL unhandled cuda error")
