@@ -12,15 +12,27 @@ description (nothing left out).
 
 ``--cases FILE`` scores a file of cases in the dev set's format instead (symptom, log,
 expected_remedy_any), leaving out every incident with the same ``source``, so a blind round
-stays blind after its cases join the library.
+stays blind after its cases join the library. ``--round NAME`` does the same for the library's
+own incidents collected by that review round (``collected: NAME``, or ``NAME-…``).
 
-    python benchmarks/bench_library.py [--kb DIR] [--knows] [--misses] [--cases FILE]
+Leaving a round's incidents out is not enough to see it as unseen: the rules written for its
+misses still fit it (rounds 11 and 12 score 96-98 % top-1 that way, against 42 % and 33 % blind).
+``--kb-at REV`` scores against the KB as it was at a git revision (``git archive REV kb``) with
+today's engine, so a round is judged by the KB it was blind to and a change to the engine by how
+it does on reports nobody wrote rules for (BENCHMARKS.md (12) has the revisions of each round):
+
+    python benchmarks/bench_library.py [--kb DIR | --kb-at REV] [--knows] [--misses] [--cases FILE | --round NAME]
+    python benchmarks/bench_library.py --kb-at 430ca41 --round round-11
 """
 from __future__ import annotations
 
 import argparse
+import io
 import re
+import subprocess
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -68,15 +80,54 @@ def cases_of(doctor, path: Path | None, knows: bool) -> list[dict[str, Any]]:
             for c in yaml.safe_load(path.read_text())]
 
 
+def round_cases(doctor, name: str, knows: bool) -> list[dict[str, Any]]:
+    """The library's incidents collected by review round ``name``, as unseen cases: each leaves out
+    every incident of its source thread."""
+    return [{"id": i.id, "text": i.reporter, "log": i.log, "facts": dict(i.knows) if knows else {},
+             "expected": list(i.expected_remedy_any), "fix": i.fix, "exclude": [i.source], "cause": i.cause}
+            for i in doctor.kb.incidents.values() if i.collected == name or i.collected.startswith(f"{name}-")]
+
+
+def kb_at(revision: str, into: Path) -> Path:
+    """Extract the ``kb`` folder of this checkout at a git revision into ``into``; its path.
+    Raises ValueError with git's one-line reason when the revision has none."""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", revision, "kb"],
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        reason = done.stderr.decode(errors="replace").strip().splitlines()
+        raise ValueError(f"no KB at {revision!r}: {reason[-1] if reason else 'git archive failed'}")
+    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
+        archive.extractall(into, filter="data")
+    return into / "kb"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kb", type=Path, help="KB folder (default: the packaged one)")
-    parser.add_argument("--cases", type=Path, help="score a dev-format case file instead of the library")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--kb", type=Path, help="KB folder (default: the packaged one)")
+    where.add_argument("--kb-at", metavar="REV", help="the KB of this checkout at a git revision")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--cases", type=Path, help="score a dev-format case file instead of the library")
+    what.add_argument("--round", metavar="NAME", help="score the library's incidents of one review round, unseen")
     parser.add_argument("--knows", action="store_true", help="also set the facts each incident knows")
     parser.add_argument("--misses", action="store_true", help="list what is not first with case-based evidence")
     opts = parser.parse_args()
-    doctor = load_doctor(opts.kb)
-    cases = cases_of(doctor, opts.cases, opts.knows)
+    with tempfile.TemporaryDirectory(prefix="bench-library-") as scratch:
+        try:
+            folder = kb_at(opts.kb_at, Path(scratch)) if opts.kb_at else opts.kb
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        doctor = load_doctor(folder)
+        if opts.round:
+            cases = round_cases(load_doctor(opts.kb) if opts.kb_at else doctor, opts.round, opts.knows)
+        else:
+            cases = cases_of(doctor, opts.cases, opts.knows)
+        return score(doctor, cases, opts)
+
+
+def score(doctor, cases: list[dict[str, Any]], opts: argparse.Namespace) -> int:
     if not cases:
         print("no incidents to score", file=sys.stderr)
         return 2
@@ -95,11 +146,14 @@ def main() -> int:
                       f"top {shown}, similar {[(i.cause, round(i.score, 2)) for i in session.similar()[:3]]}")
         figures[case_based] = (top1, top3)
     n = len(cases)
-    what = opts.cases.name if opts.cases else f"{n} incidents, leave-one-out"
+    what = (opts.cases.name if opts.cases else f"{opts.round}, its threads left out" if opts.round
+            else f"{n} incidents, leave-one-out")
+    if opts.kb_at:
+        what += f", KB at {opts.kb_at}"
     for case_based, label in ((False, "rules and words only  "), (True, "with similar incidents")):
         top1, top3 = figures[case_based]
         print(f"{label}: top1 {100 * top1 / n:.0f}% ({top1}/{n}) top3 {100 * top3 / n:.0f}% ({top3}/{n})  [{what}]")
-    if opts.cases is None:
+    if opts.cases is None and opts.round is None:
         own = 0
         for case in cases:
             session = doctor.session()

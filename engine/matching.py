@@ -21,7 +21,7 @@ from typing import NamedTuple
 from . import fuzzy
 from .compiled import CompiledKB
 from .fuzzy import close_words, partial_ratio
-from .negation import fine_after, negated_span, negated_words
+from .negation import fine_after, fine_before, negated_span, negated_words
 
 __all__ = ["SymptomMatch", "SignatureHit", "match_symptoms", "scan_lines", "clean_line", "tokens", "last_error_line", "LAST_ERROR"]
 
@@ -252,17 +252,25 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     chars: Counter[str] | None = None  # the text's characters, counted once for fuzzy CJK phrases
     present = {n for n in needles if n in lowered}  # each literal looked for once
     occurrences = index.occurrences
+    contrasts: list[SymptomMatch] = []  # matches only in a clause about the setup that works
     for symptom, gates, phrases in symptoms:
         best: SymptomMatch | None = None
+        contrast: SymptomMatch | None = None
         for gate in gates:
             if gate.needles and present.isdisjoint(gate.needles):
                 continue  # no match can lack all of its literals: skip compiling it
             regex = ckb.symptom_regexes[(gate.symptom, gate.index)]
-            found = _first_standing(ckb, regex, lines, symptom)
+            found, working = _first_standing(ckb, regex, lines, symptom)
             if found:
                 caps = {k: v for k, v in found.groupdict().items() if v is not None}
+                if working:
+                    contrast = contrast or SymptomMatch(symptom.id, found.group(0), 1.0, caps)
+                    continue
                 best = SymptomMatch(symptom.id, found.group(0), 1.0, caps)
                 break
+        if best is None and contrast is not None:
+            contrasts.append(contrast)
+            continue
         if best is None:
             blocked: frozenset[int] | None = None if symptom.unless else frozenset()
             for phrase, phrase_lower, cjk, phrase_words in phrases:
@@ -282,7 +290,21 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
                     best = SymptomMatch(symptom.id, phrase, score, {})
         if best is not None:
             matches.append(best)
-    return matches
+    return _with_contrasts(ckb, matches, contrasts) if contrasts else matches
+
+
+def _with_contrasts(ckb: CompiledKB, matches: list[SymptomMatch], contrasts: list[SymptomMatch]) -> list[SymptomMatch]:
+    """Add the matches found only where the user says what works ("fine when the containers are
+    on different hosts") unless a match elsewhere sets one of the same facts: then the user is
+    contrasting the working setup with the failing one, which the other match names. Alone
+    ("works on up to 4 nodes, fails on more") it is still true of the failing setup."""
+    symptoms = ckb.kb.symptoms
+    told = {fact for m in matches for fact in symptoms[m.symptom].sets}
+    kept = [m for m in contrasts if told.isdisjoint(symptoms[m.symptom].sets)]
+    if not kept:
+        return matches
+    order = {symptom_id: i for i, symptom_id in enumerate(symptoms)}
+    return sorted([*matches, *kept], key=lambda m: order[m.symptom])  # KB order, as documented
 
 
 def _near_miss_words(ckb: CompiledKB, symptom, text: str) -> frozenset[int]:
@@ -305,7 +327,10 @@ def _near_miss_words(ckb: CompiledKB, symptom, text: str) -> frozenset[int]:
 
 def _first_standing(ckb: CompiledKB, regex, lines: list[str], symptom):
     """The first match of a symptom pattern that stands: not negated, not hedged away, not
-    overlapped by a near miss (``unless``), not refused by ``differ`` (captures that must differ)."""
+    overlapped by a near miss (``unless``), not refused by ``differ`` (captures that must differ);
+    with whether it stands only in a clause about what works (the first such match, when no
+    other stands)."""
+    working = None
     for line in lines:
         lowered = None
         near_misses = None
@@ -325,8 +350,11 @@ def _first_standing(ckb: CompiledKB, regex, lines: list[str], symptom):
                                    for m in ckb.unless_regexes[(symptom.id, i)].finditer(line)]
                 if any(a < end and b > start for a, b in near_misses):
                     continue
-            return found
-    return None
+            if fine_before(lowered, start):
+                working = working or found
+                continue
+            return found, False
+    return working, working is not None
 
 
 _SIGNATURE_TABLES: dict[int, tuple[object, tuple]] = {}

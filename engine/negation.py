@@ -6,7 +6,12 @@ A match names something the user says. It does not count when, in the same claus
   contrast "instead of" / "rather than" a word or two before; 没有, 没, 未, 不, 无法, 并非) —
   "it does not hang", "fails mid-run instead of at start-up", "没有卡住"; or
 - for a symptom that names a thing as the suspect (``fine_cancels: true``), a cue that the thing
-  is fine follows it ("works", "is fine", "no problem", 正常, 没问题) — "gloo works fine".
+  is fine follows it ("works", "is fine", "no problem", 正常, 没问题) — "gloo works fine"; or
+- a pattern match stands in a clause that describes the setup that works — a fine cue, not
+  negated, and a condition word come before it ("the jobs are fine when the containers are on
+  different hosts", "it works with 2.18") — and another match sets the same fact: the user
+  contrasts the working setup with the failing one (``engine.matching`` weighs this; alone, "works
+  on up to 4 nodes, fails on more", the match still counts).
 
 A clause ends at sentence punctuation, a comma, a line break, or "but" / "however" / 但 / 但是,
 so "it doesn't crash, it hangs" still says it hangs. Cues inside the match belong to the
@@ -16,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["NEGATORS", "negated_span", "negated_words", "fine_after"]
+__all__ = ["NEGATORS", "negated_span", "negated_words", "fine_after", "fine_before"]
 
 NEGATORS = frozenset(
     "not no never doesn't don't didn't isn't wasn't aren't weren't can't cannot won't without "
@@ -38,6 +43,14 @@ _FINE = re.compile(
     r"^\W{0,3}(?:\w+\s+){0,2}?(?:works?|worked|working|runs?\s+fine|ran\s+fine|is\s+fine|was\s+fine|are\s+fine|"
     r"is\s+ok(?:ay)?|fine|no\s+problems?|succeeds?|succeeded|passes|passed|is\s+good)\b"
     r"|^.{0,6}(?:正常|没问题|没有问题|可以|成功)"
+)
+
+# "<it works | is fine | runs fine ...> <when | with | on ...> ... <the match>": the match names the
+# working setup. "worked until / before the upgrade" has no condition word and still counts.
+_FINE_BEFORE = re.compile(
+    r"\b(?:works?|worked|working|runs?\s+fine|ran\s+fine|(?:is|are|was|were)\s+(?:fine|ok(?:ay)?)|"
+    r"fine|no\s+problems?|succeeds?|succeeded|passes|passed)\s+(?:\w+\s+)?"
+    r"(?:when|whenever|with|on|in|if|for|across|using|under)\b[^.;!?\n]*$"
 )
 
 
@@ -69,6 +82,14 @@ def fine_after(text: str, end: int) -> bool:
     """True when the clause goes on to say the thing just named is fine ("gloo works fine")."""
     after = text[end:_clause_end(text, end)][:_FINE_CHARS_AFTER]
     return _FINE.search(after) is not None
+
+
+def fine_before(text: str, start: int) -> bool:
+    """True when the clause before ``text[start:]`` says what follows is the setup that works
+    ("fine when the containers are on different hosts"; ``text`` lower-cased)."""
+    before = text[_clause_start(text, start):start]
+    found = _FINE_BEFORE.search(before)
+    return found is not None and not negated_span(before, found.start(), found.end())  # "does not work when"
 
 
 def negated_words(words: list[str], lo: int, hi: int, own: set[str] | list[str]) -> bool:

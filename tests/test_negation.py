@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nccl_doctor.engine import Doctor
-from nccl_doctor.engine.negation import fine_after, negated_span
+from nccl_doctor.engine.negation import fine_after, fine_before, negated_span
 from nccl_doctor.errors import KBError
 from nccl_doctor.kb.load import kb_files, load_files
 
@@ -15,6 +15,7 @@ facts:
   - {id: gloo, type: bool}
   - {id: mismatch, type: bool}
   - {id: box, type: bool}
+  - {id: hosts, type: bool}
 symptoms:
   - {id: says_hang_phrase, phrases: [hangs, 卡住], sets: {hang: true}}
   - {id: says_hang_pattern, patterns: ['\\bstuck\\s+at\\s+init'], sets: {hang: true}}
@@ -27,6 +28,8 @@ symptoms:
     patterns: ['--nodes=(?P<a>\\d+)\\D{0,40}num_nodes=(?P<b>\\d+)']
     differ: [[a, b]]
     sets: {mismatch: true}
+  - {id: says_hosts, patterns: ['\\b(two|different)\\s+(nodes|hosts)\\b'], sets: {hosts: true}}
+  - {id: says_one_host, patterns: ['\\bsame\\s+(machine|host)\\b'], sets: {hosts: false}}
 """
 
 
@@ -74,6 +77,20 @@ def test_fine_after_cancels_only_where_declared(doctor, text, expected):
     assert ("says_gloo" in said(doctor, text)) is expected
 
 
+@pytest.mark.parametrize("text,expected", [
+    # the setup that works, contrasted with the failing one: the failing one is what counts
+    ("the jobs are fine when the containers are on different hosts, and fail on the same machine", {"says_one_host"}),
+    ("it hangs on two nodes; it works fine on the same machine", {"says_hosts"}),
+    # alone, what works is still true of the failing setup ("fails on more" sets nothing)
+    ("works on two nodes, fails on more", {"says_hosts"}),
+    # not a working clause: a negated cue, or no condition word after it
+    ("it does not work when the ranks are on different hosts", {"says_hosts"}),
+    ("it worked until we moved to two nodes", {"says_hosts"}),
+])
+def test_a_working_setup_contrasted_with_the_failing_one(doctor, text, expected):
+    assert said(doctor, text) & {"says_hosts", "says_one_host"} == expected
+
+
 def test_near_misses_and_differing_captures(doctor):
     assert "says_waiting" in said(doctor, "rank 0 is waiting forever")
     assert "says_waiting" not in said(doctor, "the job is waiting for the allocation")
@@ -86,6 +103,10 @@ def test_span_helpers():
     assert negated_span(text, text.index("hang"), len(text))
     assert not negated_span("it does hang", 8, 12)
     assert fine_after("gloo works fine", 4) and not fine_after("gloo fails", 4)
+    text = "it is fine when the containers are on different hosts"
+    assert fine_before(text, text.index("different")) and not fine_before(text, text.index("fine"))
+    text = "it does not work when the ranks are on different hosts"
+    assert not fine_before(text, text.index("different"))
 
 
 def test_look_arounds_and_back_references_are_refused_with_a_hint(tmp_path):
