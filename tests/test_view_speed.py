@@ -39,6 +39,53 @@ def test_similarity_from_postings_equals_the_pairwise_comparison(doctor):
     assert compared > 1000  # the spread really compares incidents
 
 
+def test_similar_incidents_from_arrays_equal_the_postings_scores(doctor):
+    """Once the postings are built, the incidents at or above MIN_SIMILARITY are scored with numpy
+    arrays: the same incidents with the same scores, to the last bit, as the postings path."""
+    pytest.importorskip("numpy")
+    from nccl_doctor.engine.similarity import MIN_SIMILARITY
+
+    index = doctor.incidents
+    index.scores(incident_profile(doctor, _spread(doctor)[0]))  # the postings exist from the second query on
+    index.scores(incident_profile(doctor, _spread(doctor)[1]))
+    compared = 0
+    for incident_id in _spread(doctor, step=5):
+        session = doctor.session()
+        session.tell(doctor.kb.incidents[incident_id].reporter)
+        for profile in (session.profile(), incident_profile(doctor, incident_id)):
+            for exclude in ((), (incident_id,), (doctor.kb.incidents[incident_id].source,)):
+                fast = index._similar_scores(profile, exclude)
+                plain = {i: s for i, s in index.scores(profile, exclude).items() if s >= MIN_SIMILARITY}
+                assert fast == plain, incident_id
+                assert all(type(s) is float for s in fast.values())
+                compared += len(plain)
+    assert index._numpy  # the arrays were the path taken
+    assert compared > 500
+
+
+def test_work_kept_from_a_sessions_texts_is_what_computing_it_gives(doctor):
+    """Relevance evidence, pasted lines' signatures and words are kept per texts between turns; a
+    session restored from its state shows what a fresh computation shows, and a session that
+    takes more text afterwards does not change what the next restore reads."""
+    from nccl_doctor.engine import session as sessions
+
+    text = ("all_reduce hangs on 2 nodes\n"
+            "node1:1:1 [0] NCCL WARN Bootstrap : no socket interface found")
+    first = doctor.session()
+    first.tell(text)
+    state = first.to_json()
+    expected = (first.profile(), first.report())
+    sessions._TEXT_WORK.pop(doctor, None)
+    for _ in range(2):  # computed, then read from what was kept
+        restored = sessions.Session.from_json(doctor, state)
+        assert (restored.profile(), restored.report()) == expected
+    restored.tell("ncclInternalError: NCCL WARN Call to ibv_create_qp failed")  # grows its own signatures
+    again = sessions.Session.from_json(doctor, state)
+    assert again.profile() == expected[0] and again.profile().signatures != restored.profile().signatures
+    assert (("signatures", (text,)) in sessions._TEXT_WORK[doctor]
+            and ("relevance", (text,)) in sessions._TEXT_WORK[doctor])
+
+
 def _sessions(doctor, step: int = 7):
     """Sessions at several stages: a reporter's words, then the incident's log, then an answer."""
     for incident_id in _spread(doctor, step):
