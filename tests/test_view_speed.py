@@ -274,3 +274,52 @@ def test_fuzzy_phrase_words_found_from_the_vocabulary_equal_comparing_each_word(
                 assert fast.occurrences(word) == expected, (incident.id, word)
                 found += bool(expected)
     assert found > 5000
+
+
+# ------------------------------------------------------------------ rule conditions
+def _fact_tests(cond):
+    """Every comparison of one fact in a condition (as the layout or the KB holds it)."""
+    if cond.get("fact") is not None:
+        yield cond
+        return
+    for part in cond.get("all") or cond.get("any") or ([cond["not_"]] if cond.get("not_") is not None else []):
+        yield from _fact_tests(part)
+
+
+def test_fact_tests_written_out_answer_as_equals_does(doctor):
+    """Bare bools and eq / ne / in on bools, choices and text are compiled to one function each;
+    for every such test in the KB's rules and question premises, on every value a session could
+    hold for the fact (its choices, the literals the rules use, yes/no, other text, other cases),
+    it answers what the comparison through ``values.equals`` answers."""
+    from nccl_doctor.engine.conditions import _compile_fact_test
+    from nccl_doctor.engine.memory import FactRecord, Source
+    from nccl_doctor.engine.values import coerce, equals
+
+    facts = doctor.kb.facts
+    layout_when = {r.id: r.rule.when for r in doctor.compiled.rules}
+    conditions = list(layout_when.values()) + [f.asked_when for f in facts.values() if f.get("asked_when") is not None]
+    checked = 0
+    for cond in conditions:
+        for test in _fact_tests(cond):
+            fact = facts[test["fact"]]
+            op = next((k for k in ("eq", "ne", "in_") if test.get(k) is not None), None)
+            if fact.type in ("number", "version") or test.get("known") is not None or test.get("matches") is not None \
+                    or any(test.get(k) is not None for k in ("lt", "le", "gt", "ge")):
+                continue
+            literals = list(test.get("in_") or []) if op == "in_" else ([test[op]] if op else [])
+            values = [True, False, "something else", *fact.choices, *(str(v).upper() for v in fact.choices),
+                      *(str(v) for v in literals)]
+            compiled = _compile_fact_test(test, facts)
+            expected_literals = [coerce(v, fact.type, fact.choices) for v in literals]
+            for value in values:
+                record = FactRecord(fact.id, value, Source("text"), 0.7)
+                if op is None:
+                    want = value is True
+                elif op == "in_":
+                    want = any(equals(value, o, fact.type) for o in expected_literals)
+                else:
+                    want = equals(value, expected_literals[0], fact.type) == (op == "eq")
+                assert compiled({fact.id: record}) == (want, 0.7), (test, value)
+                checked += 1
+            assert compiled({}) == (None, 0.0)
+    assert checked > 2000
