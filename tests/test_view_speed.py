@@ -323,3 +323,25 @@ def test_fact_tests_written_out_answer_as_equals_does(doctor):
                 checked += 1
             assert compiled({}) == (None, 0.0)
     assert checked > 2000
+
+
+def test_a_phrase_word_said_not_to_occur_has_no_occurrence(doctor):
+    """Symptom matching skips a phrase whose first word may_occur() rules out; on every incident
+    description and log, each phrase word it rules out has no occurrence in the text (exact,
+    prefix or typo), with the vocabulary's typos and with typos found word by word."""
+    from nccl_doctor.engine import fuzzy
+    from nccl_doctor.engine.matching import _prepared, _TextIndex, tokens
+
+    fuzzy._imported()
+    _, symptoms, vocabulary = _prepared(doctor.compiled)
+    phrase_words = {w for _, _, phrases in symptoms for *_, words in phrases for w in words}
+    ruled_out = 0
+    for incident in doctor.kb.incidents.values():
+        for text in (incident.reporter, incident.log or ""):
+            words = tokens(text)
+            for index in (_TextIndex(words, vocabulary), _TextIndex(words)):
+                for word in phrase_words:
+                    if not index.may_occur(word):
+                        assert not index.occurrences(word), (incident.id, word)
+                        ruled_out += 1
+    assert ruled_out > 100_000
