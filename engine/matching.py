@@ -86,6 +86,7 @@ class _Vocabulary:
 
     def __init__(self, words: Iterable[str]):
         self.words = frozenset(words)
+        self.longest = max(map(len, self.words), default=0)
         self._sorted = sorted(self.words)
         self._near: dict[str, list[tuple[str, float]]] = {}
 
@@ -133,22 +134,27 @@ class _TextIndex:
     def may_occur(self, word: str) -> bool:
         """False only when :meth:`occurrences` of ``word`` is sure to be empty: it is no word of
         the text, no prefix (4+ letters) of one, and (5+ letters) no typo of one; one set lookup
-        for most of the ~700 phrases a description is tried against."""
+        for most of the ~700 phrases a description is tried against. The prefixes kept are at
+        most as long as the longest phrase word, so a 200,000-letter word costs no more than a
+        short one (any longer ``word`` is answered True)."""
+        vocabulary = self._vocabulary
+        if vocabulary is None:  # no phrase vocabulary to bound the prefixes by: anything may
+            return True
         possible = self._possible
         if possible is None:
+            longest = max(vocabulary.longest, 4)  # a longer prefix is no phrase word
             possible = self._possible = set(self.positions).union(
-                *({w[:k] for k in range(4, len(w) + 1)} for w in self.unique))
-            vocabulary = self._vocabulary
-            self._typos_known = (vocabulary is not None and fuzzy._rapidfuzz is not None
-                                 and len(self.unique) <= _FUZZY_LIMIT and bool(vocabulary.words))
+                *({w[:k] for k in range(4, min(len(w), longest) + 1)} for w in self.unique))
+            self._typos_known = (fuzzy._rapidfuzz is not None and len(self.unique) <= _FUZZY_LIMIT
+                                 and bool(vocabulary.words))
             if self._typos_known:  # the text's typos of the phrase vocabulary, found once
                 self._close_words(next(iter(vocabulary.words)))
                 possible.update(self._near)
-        if word in possible:
-            return True
+        if word in possible or len(word) > max(vocabulary.longest, 4):
+            return True  # (a word longer than the prefixes kept is no phrase word: not known)
         if len(word) < 5 or len(self.unique) > _FUZZY_LIMIT:
             return False
-        return not (self._typos_known and word in self._vocabulary.words)  # else typos are found word by word
+        return not (self._typos_known and word in vocabulary.words)  # else typos are found word by word
 
     def occurrences(self, word: str) -> list[tuple[int, float]]:
         """Sorted (position, score) of text words matching a phrase word."""

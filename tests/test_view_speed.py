@@ -345,3 +345,4 @@ def test_a_phrase_word_said_not_to_occur_has_no_occurrence(doctor):
                         assert not index.occurrences(word), (incident.id, word)
                         ruled_out += 1
     assert ruled_out > 100_000
+
