@@ -4,7 +4,9 @@ Starts the real server in a child process and runs, one after the other:
 
 - ``concurrent``: N sessions at once, five turns each (create with text, log upload, two
   answers, state); requests per second, p50/p99 latency, errors, and whether every session's
-  final facts equal the same turns run in-process (isolation);
+  final facts equal the same turns run in-process (isolation). Each session is a different
+  incident of the library (its words, a log, two answers: :func:`session_inputs`); ``--fixed``
+  repeats five descriptions and one log instead, as the first figures did;
 - ``log``: one 4 MB upload of junk lines and one of a realistic NCCL_DEBUG=INFO log, timed;
 - ``flood``: 45 clients each sending 32 KiB of junk text to ``/stateless/turn`` while one
   legitimate turn is timed;
@@ -16,7 +18,7 @@ Starts the real server in a child process and runs, one after the other:
 The baseline is one request alone on the idle server, measured in the same run. The server's
 peak RSS (its process tree) is printed at the end.
 
-    python benchmarks/bench_server_load.py [--sessions 200] [--only concurrent,log] [-- serve args]
+    python benchmarks/bench_server_load.py [--sessions 200] [--only concurrent,log] [--fixed] [-- serve args]
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -50,6 +52,50 @@ LOG = ("node1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
        "node1:1:1 [0] NCCL WARN Bootstrap : no socket interface found\n"
        "[rank0]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1691, invalid usage\n")
 ANSWERS = [("multi_node", True), ("container", "docker"), ("multi_node", False), ("container", "none")]
+
+
+class Inputs(NamedTuple):
+    """What one benchmark session sends: its words, its log and two answers."""
+
+    text: str
+    log: str
+    answers: tuple[tuple[str, Any], ...]
+
+
+def session_inputs(count: int, varied: bool = True, start: int = 0) -> list[Inputs]:
+    """The sessions' inputs. ``varied``: each session is a different incident of the packaged
+    library, told as its reporter did (a seeded shuffle): its words, its log (or, for the ~60 %
+    without one, the log of the next incident that has one) and two facts its reporter knew that
+    the engine can ask (else the fixed answers), so no cache shared by sessions can serve one
+    session with another's work. Not varied: the five fixed descriptions, one log and two pairs
+    of answers of the earlier figures (every session repeats one of ten). ``start``: the first
+    incident's place in the shuffle."""
+    if not varied:
+        return [Inputs(CASES[i % len(CASES)], LOG, tuple(ANSWERS[i % 2::2])) for i in range(count)]
+    from nccl_doctor import load_doctor
+    from nccl_doctor.engine.values import ValueProblem, coerce
+
+    kb = load_doctor().kb
+    ids = sorted(kb.incidents)
+    random.Random(15).shuffle(ids)
+    with_log = [i for i in ids if kb.incidents[i].log]
+    out = []
+    for n in range(start, start + count):
+        incident = kb.incidents[ids[n % len(ids)]]
+        log = incident.log or kb.incidents[with_log[n % len(with_log)]].log
+        answers = []
+        for name, value in incident.knows.items():
+            fact = kb.facts.get(name)
+            if fact is None or fact.question is None or fact.get("evidence"):
+                continue
+            try:
+                answers.append((name, coerce(value, fact.type, fact.choices)))
+            except ValueProblem:
+                continue
+            if len(answers) == 2:
+                break
+        out.append(Inputs(incident.reporter, log, tuple(answers) if len(answers) == 2 else tuple(ANSWERS[n % 2::2])))
+    return out
 
 
 def start(serve_args: list[str], module: str = "nccl_doctor.server") -> tuple[subprocess.Popen, str]:
@@ -111,13 +157,16 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
-def expected_facts(i: int) -> dict:
+def expected_facts(i: int, inputs: Inputs) -> dict:
+    """The facts session ``i`` ends with when its turns run in this process (the way the server
+    runs them: the log through the one ingest path)."""
     from nccl_doctor import load_doctor
+    from nccl_doctor.ingest import ingest_text
 
     session = load_doctor().session()
-    session.tell(CASES[i % len(CASES)])
-    session.add_log(LOG.splitlines(), name=f"rank{i}.log")
-    for fact, value in ANSWERS[i % 2::2]:
+    session.tell(inputs.text)
+    ingest_text(session, inputs.log, name=f"rank{i}.log")
+    for fact, value in inputs.answers:
         session.answer(fact, value)
     return {k: r.value for k, r in session.facts().items()}
 
@@ -158,7 +207,7 @@ class Conn:
         raise AssertionError("unreachable")
 
 
-async def one_session(url: str, i: int, times: list[float], errors: list[str],
+async def one_session(url: str, i: int, inputs: Inputs, times: list[float], errors: list[str],
                       by_turn: dict[str, list[float]] | None = None) -> dict | None:
     conn = Conn(url)
 
@@ -181,12 +230,12 @@ async def one_session(url: str, i: int, times: list[float], errors: list[str],
         # the client shares the server's cores: it parses only the replies it reads (~0.3 ms each)
         return (json.loads(data) if data else {}) if read else data
 
-    created = await call("POST", "/sessions", {"text": CASES[i % len(CASES)]}, read=True)
+    created = await call("POST", "/sessions", {"text": inputs.text}, read=True)
     if created is None:
         return None
     sid = created["id"]
-    await call("POST", f"/sessions/{sid}/log?name=rank{i}.log", raw=LOG.encode(), kind="text/plain")
-    for fact, value in ANSWERS[i % 2::2]:
+    await call("POST", f"/sessions/{sid}/log?name=rank{i}.log", raw=inputs.log.encode(), kind="text/plain")
+    for fact, value in inputs.answers:
         await call("POST", f"/sessions/{sid}/answers", {"fact": fact, "value": value})
     final = await call("GET", f"/sessions/{sid}", read=True)
     await conn.request("DELETE", f"/sessions/{sid}")
@@ -195,14 +244,16 @@ async def one_session(url: str, i: int, times: list[float], errors: list[str],
     return final
 
 
-def concurrent(url: str, sessions: int, pid: int) -> None:
-    wanted = {i: expected_facts(i) for i in range(len(CASES) * 2)}
+def concurrent(url: str, sessions: int, pid: int, varied: bool = True) -> None:
+    plan = session_inputs(sessions, varied)
+    # a session's facts do not depend on its number (only its log's name does, in sources)
+    wanted = {inputs: expected_facts(0, inputs) for inputs in dict.fromkeys(plan)}
     times: list[float] = []
     errors: list[str] = []
     by_turn: dict[str, list[float]] = {}
 
     async def go():
-        return await asyncio.gather(*(one_session(url, i, times, errors, by_turn) for i in range(sessions)))
+        return await asyncio.gather(*(one_session(url, i, plan[i], times, errors, by_turn) for i in range(sessions)))
 
     cpu_before, own_before = tree_cpu_s(pid), time.process_time()
     started = time.perf_counter()
@@ -212,8 +263,8 @@ def concurrent(url: str, sessions: int, pid: int) -> None:
     main_cpu = cpu_after.get(pid, 0) - cpu_before.get(pid, 0)
     workers_cpu = sum(v - cpu_before.get(p, 0) for p, v in cpu_after.items() if p != pid)
     mixed = sum(1 for i, f in enumerate(finals) if f is not None and
-                {k: v["value"] for k, v in f["facts"].items()} != wanted[i % len(wanted)])
-    print(f"concurrent: {sessions} sessions x 5 turns: {len(times)} answered in {wall:.1f} s = "
+                {k: v["value"] for k, v in f["facts"].items()} != wanted[plan[i]])
+    print(f"concurrent ({len(wanted)} different sessions): {sessions} sessions x 5 turns: {len(times)} answered in {wall:.1f} s = "
           f"{len(times) / wall:.0f} req/s; p50 {pct(times, .5) * 1000:.0f} ms, p99 {pct(times, .99) * 1000:.0f} ms, "
           f"max {max(times, default=0) * 1000:.0f} ms; {len(errors)} errors; {mixed} sessions with other facts")
     print(f"    CPU per request: server main process {main_cpu / len(times) * 1000:.1f} ms, engine workers "
@@ -383,6 +434,8 @@ def main() -> int:
     parser.add_argument("--limit", type=float, default=120, help="give up on one request after this many seconds")
     parser.add_argument("--module", default="nccl_doctor.server",
                         help="the module whose serve_main to run (to compare an older copy of the server)")
+    parser.add_argument("--fixed", action="store_true",
+                        help="the five fixed descriptions and one log of the earlier figures, not one incident per session")
     parser.add_argument("serve_args", nargs="*", help="passed to diagnose serve (after --)")
     args = parser.parse_args()
     proc, url = start(args.serve_args, args.module)
@@ -399,7 +452,7 @@ def main() -> int:
               f"server RSS {tree_rss_mb(proc.pid):.0f} MB; serve args {args.serve_args or 'default'}")
         peak = 0.0
         for part in args.only.split(","):
-            {"concurrent": lambda: concurrent(url, args.sessions, proc.pid), "log": lambda: logs(url, args.limit),
+            {"concurrent": lambda: concurrent(url, args.sessions, proc.pid, not args.fixed), "log": lambda: logs(url, args.limit),
              "flood": lambda: flood(url, 45, args.limit), "slow": lambda: slow(url, 8, 10),
              "idle": lambda: idle(url, 512), "fill": lambda: fill(url, proc.pid, 250, 4)}[part]()
             peak = max(peak, tree_rss_mb(proc.pid))

@@ -15,26 +15,31 @@ one after the other on the same restored state, so the parts add up to the whole
 Compare two versions of the code by running the script against each, back to back, e.g. a copy
 of the old tree on ``PYTHONPATH`` (the figures in BENCHMARKS.md were taken that way).
 
-    python benchmarks/bench_server_view.py [--sessions 100] [--repeat 3]
+    python benchmarks/bench_server_view.py [--sessions 100] [--repeat 3] [--fixed]
+    python benchmarks/bench_server_view.py --dump FILE   # then diff FILE with another version's
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_server_load import ANSWERS, CASES, LOG  # noqa: E402  (the same sessions)
+from bench_server_load import session_inputs  # noqa: E402  (the same sessions)
 
 from nccl_doctor import load_doctor  # noqa: E402
 from nccl_doctor.server.limits import Limits  # noqa: E402
 from nccl_doctor.server.work import JOBS, _state, _view, restore  # noqa: E402
 
 
-def jobs(doctor, limits: Limits, sessions: int) -> tuple[dict[str, list[float]], list[dict]]:
-    """CPU ms per job kind, and every state a view is built on."""
+def jobs(doctor, limits: Limits, sessions: int, varied: bool = True,
+         start: int = 0) -> tuple[dict[str, list[float]], list[dict]]:
+    """CPU ms per job kind, and every state a view is built on (sessions from ``start`` on in
+    the load benchmark's list: each run takes incidents no earlier run took)."""
     took: dict[str, list[float]] = {"create": [], "log": [], "answer": []}
     states = []
 
@@ -45,10 +50,10 @@ def jobs(doctor, limits: Limits, sessions: int) -> tuple[dict[str, list[float]],
         states.append(state)
         return state
 
-    for i in range(sessions):
-        state = run("create", None, {"text": CASES[i % len(CASES)]})
-        state = run("log", state, {"log": LOG, "log_name": f"rank{i}.log"})
-        for fact, value in ANSWERS[i % 2::2]:
+    for i, inputs in enumerate(session_inputs(sessions, varied, start)):
+        state = run("create", None, {"text": inputs.text})
+        state = run("log", state, {"log": inputs.log, "log_name": f"rank{i}.log"})
+        for fact, value in inputs.answers:
             state = run("answer", state, {"answers": [{"fact": fact, "value": value}]})
     return took, states
 
@@ -73,17 +78,56 @@ def view_parts(doctor, limits: Limits, states: list[dict]) -> dict[str, float]:
     return {name: total / len(states) for name, total in parts.items()}
 
 
+def dump(doctor, limits: Limits):
+    """Per incident of the library, a digest of each view and state of a consultation run as the
+    server runs it: the reporter's words, the incident's log (if any), three answers to the
+    question each view puts first (yes, the last choice, else "don't know"), then a view of ten
+    questions. Two versions of the code that give the same file show every client the same."""
+    for incident_id in sorted(doctor.kb.incidents):
+        incident = doctor.kb.incidents[incident_id]
+        turns = [{"text": incident.reporter}] + ([{"log": incident.log, "log_name": "rank0.log"}] if incident.log else [])
+        state, view = None, b""
+        for stage in range(len(turns) + 3):
+            if stage < len(turns):
+                data = turns[stage]
+            else:
+                asked = json.loads(view)["next_question"]
+                if asked is None:
+                    break
+                if asked["type"] == "bool":
+                    answer = {"fact": asked["id"], "value": True}
+                elif asked["type"] == "choice":
+                    answer = {"fact": asked["id"], "value": asked["choices"][-1]}
+                else:
+                    answer = {"fact": asked["id"], "dont_know": True}
+                data = {"answers": [answer]}
+            state, view = JOBS["turn"](doctor, state, {**data, "questions": 3}, limits)
+            yield f"{incident_id} {stage} {_digest(view)} {_digest(json.dumps(state, sort_keys=True).encode())}\n"
+        yield f"{incident_id} view10 {_digest(JOBS['view'](doctor, state, {'questions': 10}, limits))}\n"
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    parser.add_argument("--fixed", action="store_true", help="the load benchmark's five fixed sessions")
+    parser.add_argument("--dump", metavar="FILE",
+                        help="write a digest of every view and state of every incident's consultation and stop")
     args = parser.parse_args()
     doctor, limits = load_doctor(), Limits()
-    jobs(doctor, limits, 10)  # warm: lazy regexes, rule conditions, indexes
+    if args.dump:
+        Path(args.dump).write_text("".join(dump(doctor, limits)))
+        return 0
+    varied = not args.fixed
+    jobs(doctor, limits, 10, varied, start=args.sessions * args.repeat)  # warm: lazy regexes, conditions, indexes
     best_jobs: dict[str, float] = {}
     best_parts: dict[str, float] = {}
-    for _ in range(args.repeat):
-        took, states = jobs(doctor, limits, args.sessions)
+    for run in range(args.repeat):
+        took, states = jobs(doctor, limits, args.sessions, varied, start=run * args.sessions)
         for kind, values in took.items():
             best_jobs[kind] = min(best_jobs.get(kind, float("inf")), statistics.mean(values))
         for name, value in view_parts(doctor, limits, states).items():

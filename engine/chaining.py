@@ -155,9 +155,14 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
             used = tuple(sorted(n for n in compiled.reads if n in memory))
             added[name] = memory[name] = FactRecord(name, value, Source("rule", compiled.id),
                                                     premise * compiled.certainty, used)
+            known = memory.keys()
             for dependent in ckb.rules_by_fact.get(name, ()):
-                if dependent not in queued and rules[dependent].id not in done and rules[dependent].id not in fired:
-                    heapq.heappush(heap, (rules[dependent].order, dependent))
+                rule = rules[dependent]
+                # a rule missing a fact it needs cannot hold: it is queued when that fact is set
+                # (it reads it), in time for its turn, so the rules tried, and their order, are
+                # those of queueing it now and skipping it when it comes up
+                if rule.needs <= known and dependent not in queued and rule.id not in done and rule.id not in fired:
+                    heapq.heappush(heap, (rule.order, dependent))
                     queued.add(dependent)
     return added, evidence
 
@@ -191,6 +196,7 @@ def _run(ckb: CompiledKB, state: Inference, start: set[int]) -> None:
                 name, value, Source("rule", compiled.id), premise * compiled.certainty, used
             )
             for dependent in ckb.rules_by_fact.get(name, ()):
-                if dependent not in queued and rules[dependent].id not in state.fired_ids:
-                    heapq.heappush(heap, (rules[dependent].order, dependent))
+                rule = rules[dependent]
+                if rule.needs <= known and dependent not in queued and rule.id not in state.fired_ids:  # as above
+                    heapq.heappush(heap, (rule.order, dependent))
                     queued.add(dependent)

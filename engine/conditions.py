@@ -155,11 +155,43 @@ def _compile_fact_test(cond: Condition, facts: Mapping[str, Fact]) -> Predicate:
             return ((record is not None) == wanted, record.certainty if record else 1.0)
 
         return known
+    # The tests most rules make are written out whole (one call per test, no ``equals``): a
+    # bare bool, and eq / ne / in on a bool, a choice or text, with ``equals``'s comparison for
+    # the type and the literals' side worked out here; each is True or False once the fact is known.
     if op is None:
         if kind != "bool":
             raise ValueError(f"bare test of {name!r} needs a bool fact (it is {kind}); use eq/in")
-        test: Callable[[object], bool | None] = lambda v: v is True
-    elif op in ("eq", "ne"):
+
+        def is_true(memory: Mapping[str, FactRecord]) -> Truth:
+            record = memory.get(name)
+            if record is None:
+                return _UNKNOWN
+            return (record.value is True, record.certainty)
+
+        return is_true
+    if kind == "bool" and op in ("eq", "ne"):
+        expected = literal(cond[op])  # a bool: ``equals`` is ``actual is expected``
+        positive = op == "eq"
+
+        def bool_test(memory: Mapping[str, FactRecord]) -> Truth:
+            record = memory.get(name)
+            if record is None:
+                return _UNKNOWN
+            return ((record.value is expected) == positive, record.certainty)
+
+        return bool_test
+    if kind not in ("bool", "number", "version") and op in ("eq", "ne", "in_"):
+        wanted = frozenset(str(literal(v)).lower() for v in ((cond.get("in_") or []) if op == "in_" else [cond[op]]))
+        inside = op != "ne"  # ``equals`` on text: the lower-cased texts are the same
+
+        def text_test(memory: Mapping[str, FactRecord]) -> Truth:
+            record = memory.get(name)
+            if record is None:
+                return _UNKNOWN
+            return ((str(record.value).lower() in wanted) == inside, record.certainty)
+
+        return text_test
+    if op in ("eq", "ne"):
         expected = literal(cond[op])
         positive = op == "eq"
         test = lambda v: equals(v, expected, kind) == positive  # type: ignore[arg-type]

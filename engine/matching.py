@@ -86,6 +86,7 @@ class _Vocabulary:
 
     def __init__(self, words: Iterable[str]):
         self.words = frozenset(words)
+        self.longest = max(map(len, self.words), default=0)
         self._sorted = sorted(self.words)
         self._near: dict[str, list[tuple[str, float]]] = {}
 
@@ -114,6 +115,8 @@ class _TextIndex:
         self._cache: dict[str, list[tuple[int, float]]] = {}
         self._vocabulary = vocabulary
         self._near: dict[str, list[tuple[str, float]]] | None = None
+        self._possible: set[str] | None = None  # words, prefixes of 4+ letters, typos (see may_occur)
+        self._typos_known = False
 
     def _close_words(self, word: str) -> Iterable[tuple[str, float]]:
         """The text's words within the edit distance of ``word`` (a phrase word), with their ratio."""
@@ -127,6 +130,31 @@ class _TextIndex:
                     near.setdefault(phrase_word, []).append((candidate, score))
             self._near = near
         return self._near.get(word, ())
+
+    def may_occur(self, word: str) -> bool:
+        """False only when :meth:`occurrences` of ``word`` is sure to be empty: it is no word of
+        the text, no prefix (4+ letters) of one, and (5+ letters) no typo of one; one set lookup
+        for most of the ~700 phrases a description is tried against. The prefixes kept are at
+        most as long as the longest phrase word, so a 200,000-letter word costs no more than a
+        short one (any longer ``word`` is answered True)."""
+        vocabulary = self._vocabulary
+        if vocabulary is None:  # no phrase vocabulary to bound the prefixes by: anything may
+            return True
+        possible = self._possible
+        if possible is None:
+            longest = max(vocabulary.longest, 4)  # a longer prefix is no phrase word
+            possible = self._possible = set(self.positions).union(
+                *({w[:k] for k in range(4, min(len(w), longest) + 1)} for w in self.unique))
+            self._typos_known = (fuzzy._rapidfuzz is not None and len(self.unique) <= _FUZZY_LIMIT
+                                 and bool(vocabulary.words))
+            if self._typos_known:  # the text's typos of the phrase vocabulary, found once
+                self._close_words(next(iter(vocabulary.words)))
+                possible.update(self._near)
+        if word in possible or len(word) > max(vocabulary.longest, 4):
+            return True  # (a word longer than the prefixes kept is no phrase word: not known)
+        if len(word) < 5 or len(self.unique) > _FUZZY_LIMIT:
+            return False
+        return not (self._typos_known and word in vocabulary.words)  # else typos are found word by word
 
     def occurrences(self, word: str) -> list[tuple[int, float]]:
         """Sorted (position, score) of text words matching a phrase word."""
@@ -251,7 +279,7 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     matches: list[SymptomMatch] = []
     chars: Counter[str] | None = None  # the text's characters, counted once for fuzzy CJK phrases
     present = {n for n in needles if n in lowered}  # each literal looked for once
-    occurrences = index.occurrences
+    occurrences, may_occur = index.occurrences, index.may_occur
     contrasts: list[SymptomMatch] = []  # matches only in a clause about the setup that works
     for symptom, gates, phrases in symptoms:
         best: SymptomMatch | None = None
@@ -278,7 +306,7 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
                     if chars is None:
                         chars = Counter(lowered)
                     score = _cjk_score(phrase_lower, lowered, symptom.fine_cancels, chars)
-                elif not phrase_words or not occurrences(phrase_words[0]):
+                elif not phrase_words or not may_occur(phrase_words[0]) or not occurrences(phrase_words[0]):
                     continue  # its first word is not in the text: it scores 0
                 else:
                     score = _phrase_score(phrase_words, index, symptom.fine_cancels)

@@ -49,7 +49,9 @@ to ask.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Iterable, Mapping
+from operator import mul
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
@@ -267,6 +269,32 @@ def make_question(fact: Fact, gain: float, separates: list[str], lang: str) -> Q
                     separates, "evidence" if fact.get("evidence") else "fact", labels, texts)
 
 
+_Row = tuple[str, list, tuple[str, ...], tuple[float, ...], tuple[str, ...], tuple[float, ...], bool, bool]
+_ROWS: weakref.WeakKeyDictionary[ConsultModel, list[_Row]] = weakref.WeakKeyDictionary()
+
+
+def _rows(model: ConsultModel) -> list[_Row]:
+    """Per fact a question could be asked about, in the model's order, what ranking reads of it
+    every turn: its simulated answers, the causes it bears on with the chance of an answer for
+    each, the causes its answers can move most with that strength, and whether it has a question
+    and probes. Facts that bear on no cause are left out (they are never offered)."""
+    rows = _ROWS.get(model)
+    if rows is None:
+        facts = model._ckb.kb.facts
+        rows = []
+        for fact_id, records in model.records.items():
+            bears_on = model.bears_on[fact_id]
+            if not bears_on:
+                continue
+            chance = model.answer_chance[fact_id]
+            moves = model.moves.get(fact_id, {})
+            fact = facts[fact_id]
+            rows.append((fact_id, records, bears_on, tuple(chance[c] for c in bears_on), tuple(moves),
+                         tuple(moves.values()), fact.question is not None, bool(fact.probes)))
+        _ROWS[model] = rows
+    return rows
+
+
 def rank_questions(
     ckb: CompiledKB,
     state: Inference,
@@ -287,24 +315,23 @@ def rank_questions(
     scored: list[tuple[float, str, float, list[str]]] = []
     facts = ckb.kb.facts
     candidates = []
-    for fact_id, records in model.records.items():
-        fact = facts[fact_id]
-        if fact_id in skipped or ((not fact.probes) if by_probe else (fact.question is None)):
+    known, premises = state.facts, ckb.premises
+    weight, total = beliefs.w.__getitem__, beliefs.total
+    # the sums below add the same products in the same order as Σ w(c)·… over ``bears_on`` (and
+    # over the fact's strongest moves), through map() rather than a generator: same floats
+    for fact_id, records, bears_on, chance, move_causes, move_strengths, question, probes in _rows(model):
+        if fact_id in skipped or (not probes if by_probe else not question) or fact_id in known:
             continue
-        if not askable(ckb, state, fact_id):
+        premise = premises.get(fact_id)  # askable(): unknown, and the question's premise holds
+        if premise is not None and premise(known)[0] is not True:
             continue
-        bears_on = model.bears_on[fact_id]
-        if not bears_on:
-            continue
-        w = beliefs.w
-        relevance = sum(w[c] for c in bears_on) / beliefs.total
-        chance = model.answer_chance[fact_id]
-        reachable = sum(w[c] * chance[c] for c in bears_on) / beliefs.total
-        potential = sum(w[c] * s for c, s in model.moves.get(fact_id, {}).items()) / beliefs.total
-        candidates.append((potential, fact_id, records, ckb.influence.get(fact_id, frozenset()), relevance, reachable))
+        relevance = sum(map(weight, bears_on)) / total
+        reachable = sum(map(mul, map(weight, bears_on), chance)) / total
+        potential = sum(map(mul, map(weight, move_causes), move_strengths)) / total
+        candidates.append((potential, fact_id, records, relevance, reachable))
     candidates.sort(key=lambda c: (-c[0], c[1]))
     ready = ready_rules(ckb, state, [c[1] for c in candidates[:SIMULATED]])
-    for rank, (potential, fact_id, records, influence, relevance, reachable) in enumerate(candidates):
+    for rank, (potential, fact_id, records, relevance, reachable) in enumerate(candidates):
         if rank >= SIMULATED:
             if relevance >= MIN_RELEVANCE:
                 scored.append((RELEVANCE_WEIGHT * reachable, fact_id, 0.0, sorted(model.bears_on[fact_id])))

@@ -7,6 +7,7 @@ iterables of lines, and state leaves as JSON text.
 from __future__ import annotations
 
 import json
+import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
@@ -28,7 +29,7 @@ from .doctor import Doctor
 from .questions import answer_options, leading_causes, rank_questions
 from .relevance import RELEVANCE
 from .results import Diagnosis, EvidenceItem, How, Plan, Question, Why
-from .similarity import SIMILAR, Profile, SimilarIncident, similar_text, words
+from .similarity import SIMILAR, Profile, SimilarIncident, fact_feature, similar_text, words
 from .similarity import evidence as similar_evidence
 from .values import Value, ValueProblem, coerce
 
@@ -328,11 +329,12 @@ class Session:
         """What case-based evidence compares with the library: the words of the texts, the
         signatures the logs and texts hit, the facts given (not derived)."""
         if self._text_signatures is None:  # restored from a state: the texts are scanned again
-            self._text_signatures = {hit.signature for text in self._texts
-                                     for hit in scan_lines(self.doctor.compiled, text.splitlines())}
+            self._text_signatures = set(_from_texts(self.doctor, "signatures", self._texts, lambda: frozenset(
+                hit.signature for text in self._texts for hit in scan_lines(self.doctor.compiled, text.splitlines()))))
         signatures = set(self._text_signatures).union(*(log.hits for log in self._logs))
         given = {name: record.value for name, record in self._base().items()}
-        return Profile.of(self._texts, signatures, given)
+        return Profile(_from_texts(self.doctor, "words", self._texts, lambda: words("\n".join(self._texts))),
+                       frozenset(signatures), {name: fact_feature(name, value) for name, value in given.items()})
 
     def recognised(self) -> bool:
         """True when some raised cause has support beyond shared words (a rule, symptom or log line)."""
@@ -614,7 +616,8 @@ class Session:
             base = self._base()
             state = infer(self.doctor.compiled, base)
             if self._texts:
-                weighed = self.doctor.relevance.evidence(self._texts)
+                weighed = _from_texts(self.doctor, "relevance", self._texts,
+                                      lambda: self.doctor.relevance.evidence(self._texts))
                 for cause_id, (strength, words) in weighed.items():
                     state.evidence.setdefault(cause_id, []).append((RELEVANCE, strength))
                 state.matched_words = {cause_id: words for cause_id, (_, words) in weighed.items()}
@@ -653,6 +656,31 @@ class Session:
             }
             items.append(EvidenceItem(rule_id, rule.description, round(contribution, 3), facts))
         return items
+
+
+#: Per Doctor, what was last computed from a session's texts alone (relevance evidence, the
+#: signatures pasted lines hit, the words): a server restores a session from its state at every
+#: turn, and most turns (a log, answers) leave the texts as they were.
+_TEXT_WORK: weakref.WeakKeyDictionary[Doctor, dict[tuple[str, tuple[str, ...]], Any]] = weakref.WeakKeyDictionary()
+_TEXT_WORK_KEPT = 512  # entries per Doctor, the oldest dropped first
+_TEXT_WORK_CHARS = 32_000  # longer texts are not kept
+
+
+def _from_texts(doctor: Doctor, kind: str, texts: list[str], compute: Callable[[], Any]) -> Any:
+    """``compute()``, a pure function of ``texts`` and the KB, kept for the next turn on the same
+    texts (the value is shared: callers read it and never change it)."""
+    cache = _TEXT_WORK.get(doctor)
+    if cache is None:
+        cache = _TEXT_WORK.setdefault(doctor, {})
+    key = (kind, tuple(texts))
+    found = cache.get(key)
+    if found is None:
+        found = compute()
+        if sum(map(len, texts)) <= _TEXT_WORK_CHARS:
+            while len(cache) >= _TEXT_WORK_KEPT:
+                cache.pop(next(iter(cache)), None)
+            cache[key] = found
+    return found
 
 
 def _points_anywhere(state: Inference) -> bool:

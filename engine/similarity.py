@@ -153,6 +153,7 @@ class IncidentIndex:
         self._facts = {i: dict(p.facts) for i, p in profiles.items()}
         self._norms = {i: math.sqrt(sum(w * w for w in v.values())) for i, v in self._vectors.items()}
         self._postings: tuple | None = None
+        self._numpy: tuple | bool | None = None  # numpy and the postings as arrays (False: no numpy)
         self._queried = False
 
     def __len__(self) -> int:
@@ -169,7 +170,7 @@ class IncidentIndex:
         index._vectors = {i: state["vectors"][i] for i in kept}
         index._facts = {i: state["facts"][i] for i in kept}
         index._norms = {i: state["norms"][i] for i in kept}
-        index._postings, index._queried = None, False
+        index._postings, index._numpy, index._queried = None, None, False
         return index
 
     def state(self) -> dict[str, Any]:
@@ -270,10 +271,77 @@ class IncidentIndex:
             self._postings = (postings, list(self._vectors), list(self._vectors.values()), by_fact)
         return self._postings
 
+    def _arrays(self) -> tuple | None:
+        """The postings as numpy arrays (None without numpy): per feature the positions of the
+        incidents using it and their weights; per position the vector's length and norm; per
+        fact name the positions knowing it, a code for each one's feature, the code of each
+        feature and what a conflict on it subtracts (``CONFLICT × weight²``, as Python computes it)."""
+        if self._numpy is None:
+            try:
+                import numpy
+            except ImportError:
+                self._numpy = False
+                return None
+            postings, ids, vectors, by_fact = self._posting_lists()
+            features = {feature: (numpy.array([p for p, _ in found], dtype=numpy.intp),
+                                  numpy.array([w for _, w in found], dtype=numpy.float64))
+                        for feature, found in postings.items()}
+            facts = {}
+            for name, found in by_fact.items():
+                codes = {feature: code for code, feature in enumerate(dict.fromkeys(f for _, f in found))}
+                facts[name] = (numpy.array([p for p, _ in found], dtype=numpy.intp),
+                               numpy.array([codes[f] for _, f in found], dtype=numpy.intp),
+                               numpy.array([CONFLICT * vectors[p].get("f:" + f, 0.0) ** 2 for p, f in found],
+                                           dtype=numpy.float64), codes)
+            self._numpy = (numpy, features, numpy.array([len(v) for v in vectors], dtype=numpy.intp),
+                           numpy.array([self._norms[i] for i in ids], dtype=numpy.float64), facts)
+        return self._numpy or None
+
+    def _similar_scores(self, profile: Profile, exclude: Collection[str] = ()) -> dict[str, float]:
+        """:meth:`scores` at or above :data:`MIN_SIMILARITY` only, computed with numpy once the
+        postings are built: the same sums of the same products in the same order per incident
+        (each feature adds to every incident using it at once), so every score is the same float."""
+        arrays = self._arrays() if self._postings is not None else None
+        if arrays is None:
+            return {i: s for i, s in self.scores(profile, exclude).items() if s >= MIN_SIMILARITY}
+        numpy, features, lengths, norms, facts = arrays
+        _, ids, vectors, _ = self._postings
+        query = self._vector(profile)
+        norm = math.sqrt(sum(w * w for w in query.values()))
+        if not norm:
+            return {}
+        dots = numpy.zeros(len(ids))
+        shared = numpy.zeros(len(ids), dtype=numpy.intp)
+        for feature, weight in query.items():
+            found = features.get(feature)
+            if found is not None:
+                dots[found[0]] += weight * found[1]
+                shared[found[0]] += 1
+        candidate = shared >= MIN_SHARED
+        for position in numpy.flatnonzero(candidate & (lengths < len(query))).tolist():
+            vector = vectors[position]
+            dots[position] = sum(query[k] * vector[k] for k in vector if k in query)
+        if CONFLICT:
+            for name, feature in profile.facts.items():
+                found = facts.get(name)
+                if found is not None:
+                    positions, codes, conflict, code = found
+                    hit = (codes != code.get(feature, -1)) & candidate[positions]
+                    dots[positions[hit]] -= conflict[hit]
+        with numpy.errstate(divide="ignore", invalid="ignore"):
+            scores = dots / (norm * norms)
+        out: dict[str, float] = {}
+        for position in numpy.flatnonzero(candidate & (dots > 0) & (scores >= MIN_SIMILARITY)).tolist():
+            incident_id = ids[position]
+            if exclude and (incident_id in exclude or self._incidents[incident_id].source in exclude):
+                continue
+            out[incident_id] = float(scores[position])
+        return out
+
     def similar(self, profile: Profile, exclude: Collection[str] = (), limit: int | None = None) -> list[SimilarIncident]:
         """The most similar incidents at or above :data:`MIN_SIMILARITY`, best first (at most
         ``limit``, :data:`TOP` by default)."""
-        scored = self.scores(profile, exclude)
+        scored = self._similar_scores(profile, exclude)
         ranked = sorted(((s, i) for i, s in scored.items() if s >= MIN_SIMILARITY), key=lambda item: (-item[0], item[1]))
         out = []
         for score, incident_id in ranked[:TOP if limit is None else limit]:

@@ -39,6 +39,53 @@ def test_similarity_from_postings_equals_the_pairwise_comparison(doctor):
     assert compared > 1000  # the spread really compares incidents
 
 
+def test_similar_incidents_from_arrays_equal_the_postings_scores(doctor):
+    """Once the postings are built, the incidents at or above MIN_SIMILARITY are scored with numpy
+    arrays: the same incidents with the same scores, to the last bit, as the postings path."""
+    pytest.importorskip("numpy")
+    from nccl_doctor.engine.similarity import MIN_SIMILARITY
+
+    index = doctor.incidents
+    index.scores(incident_profile(doctor, _spread(doctor)[0]))  # the postings exist from the second query on
+    index.scores(incident_profile(doctor, _spread(doctor)[1]))
+    compared = 0
+    for incident_id in _spread(doctor, step=5):
+        session = doctor.session()
+        session.tell(doctor.kb.incidents[incident_id].reporter)
+        for profile in (session.profile(), incident_profile(doctor, incident_id)):
+            for exclude in ((), (incident_id,), (doctor.kb.incidents[incident_id].source,)):
+                fast = index._similar_scores(profile, exclude)
+                plain = {i: s for i, s in index.scores(profile, exclude).items() if s >= MIN_SIMILARITY}
+                assert fast == plain, incident_id
+                assert all(type(s) is float for s in fast.values())
+                compared += len(plain)
+    assert index._numpy  # the arrays were the path taken
+    assert compared > 500
+
+
+def test_work_kept_from_a_sessions_texts_is_what_computing_it_gives(doctor):
+    """Relevance evidence, pasted lines' signatures and words are kept per texts between turns; a
+    session restored from its state shows what a fresh computation shows, and a session that
+    takes more text afterwards does not change what the next restore reads."""
+    from nccl_doctor.engine import session as sessions
+
+    text = ("all_reduce hangs on 2 nodes\n"
+            "node1:1:1 [0] NCCL WARN Bootstrap : no socket interface found")
+    first = doctor.session()
+    first.tell(text)
+    state = first.to_json()
+    expected = (first.profile(), first.report())
+    sessions._TEXT_WORK.pop(doctor, None)
+    for _ in range(2):  # computed, then read from what was kept
+        restored = sessions.Session.from_json(doctor, state)
+        assert (restored.profile(), restored.report()) == expected
+    restored.tell("ncclInternalError: NCCL WARN Call to ibv_create_qp failed")  # grows its own signatures
+    again = sessions.Session.from_json(doctor, state)
+    assert again.profile() == expected[0] and again.profile().signatures != restored.profile().signatures
+    assert (("signatures", (text,)) in sessions._TEXT_WORK[doctor]
+            and ("relevance", (text,)) in sessions._TEXT_WORK[doctor])
+
+
 def _sessions(doctor, step: int = 7):
     """Sessions at several stages: a reporter's words, then the incident's log, then an answer."""
     for incident_id in _spread(doctor, step):
@@ -227,3 +274,75 @@ def test_fuzzy_phrase_words_found_from_the_vocabulary_equal_comparing_each_word(
                 assert fast.occurrences(word) == expected, (incident.id, word)
                 found += bool(expected)
     assert found > 5000
+
+
+# ------------------------------------------------------------------ rule conditions
+def _fact_tests(cond):
+    """Every comparison of one fact in a condition (as the layout or the KB holds it)."""
+    if cond.get("fact") is not None:
+        yield cond
+        return
+    for part in cond.get("all") or cond.get("any") or ([cond["not_"]] if cond.get("not_") is not None else []):
+        yield from _fact_tests(part)
+
+
+def test_fact_tests_written_out_answer_as_equals_does(doctor):
+    """Bare bools and eq / ne / in on bools, choices and text are compiled to one function each;
+    for every such test in the KB's rules and question premises, on every value a session could
+    hold for the fact (its choices, the literals the rules use, yes/no, other text, other cases),
+    it answers what the comparison through ``values.equals`` answers."""
+    from nccl_doctor.engine.conditions import _compile_fact_test
+    from nccl_doctor.engine.memory import FactRecord, Source
+    from nccl_doctor.engine.values import coerce, equals
+
+    facts = doctor.kb.facts
+    layout_when = {r.id: r.rule.when for r in doctor.compiled.rules}
+    conditions = list(layout_when.values()) + [f.asked_when for f in facts.values() if f.get("asked_when") is not None]
+    checked = 0
+    for cond in conditions:
+        for test in _fact_tests(cond):
+            fact = facts[test["fact"]]
+            op = next((k for k in ("eq", "ne", "in_") if test.get(k) is not None), None)
+            if fact.type in ("number", "version") or test.get("known") is not None or test.get("matches") is not None \
+                    or any(test.get(k) is not None for k in ("lt", "le", "gt", "ge")):
+                continue
+            literals = list(test.get("in_") or []) if op == "in_" else ([test[op]] if op else [])
+            values = [True, False, "something else", *fact.choices, *(str(v).upper() for v in fact.choices),
+                      *(str(v) for v in literals)]
+            compiled = _compile_fact_test(test, facts)
+            expected_literals = [coerce(v, fact.type, fact.choices) for v in literals]
+            for value in values:
+                record = FactRecord(fact.id, value, Source("text"), 0.7)
+                if op is None:
+                    want = value is True
+                elif op == "in_":
+                    want = any(equals(value, o, fact.type) for o in expected_literals)
+                else:
+                    want = equals(value, expected_literals[0], fact.type) == (op == "eq")
+                assert compiled({fact.id: record}) == (want, 0.7), (test, value)
+                checked += 1
+            assert compiled({}) == (None, 0.0)
+    assert checked > 2000
+
+
+def test_a_phrase_word_said_not_to_occur_has_no_occurrence(doctor):
+    """Symptom matching skips a phrase whose first word may_occur() rules out; on every incident
+    description and log, each phrase word it rules out has no occurrence in the text (exact,
+    prefix or typo), with the vocabulary's typos and with typos found word by word."""
+    from nccl_doctor.engine import fuzzy
+    from nccl_doctor.engine.matching import _prepared, _TextIndex, tokens
+
+    fuzzy._imported()
+    _, symptoms, vocabulary = _prepared(doctor.compiled)
+    phrase_words = {w for _, _, phrases in symptoms for *_, words in phrases for w in words}
+    ruled_out = 0
+    for incident in doctor.kb.incidents.values():
+        for text in (incident.reporter, incident.log or ""):
+            words = tokens(text)
+            for index in (_TextIndex(words, vocabulary), _TextIndex(words)):
+                for word in phrase_words:
+                    if not index.may_occur(word):
+                        assert not index.occurrences(word), (incident.id, word)
+                        ruled_out += 1
+    assert ruled_out > 100_000
+
