@@ -318,6 +318,15 @@ def test_a_true_answer_keeps_the_right_cause_first(doctor, text, answers, cause)
     assert session.diagnoses()[0].id == cause, [(d.id, round(d.confidence, 2)) for d in session.diagnoses()[:3]]
 
 
+_TWO_RUNS = (
+    "(Worker pid=311) [E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=8841, OpType=ALLREDUCE, NumelIn=8192, NumelOut=8192, Timeout(ms)=1800000) ran for 1800107 "
+    "milliseconds before timing out.\n"
+    "(Worker pid=977) [E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=120410, OpType=GATHER, NumelIn=2000, NumelOut=0, Timeout(ms)=1800000) ran for 1800020 "
+    "milliseconds before timing out.\n")
+
+
 # The six incidents consult4 left made worse (BENCHMARKS.md, the consultation), each as the failure
 # mode it stands for, in words of its own: a true answer or log line must not send the cause down.
 @pytest.mark.parametrize("text, answers, cause, silent", [
@@ -342,6 +351,18 @@ def test_a_true_answer_keeps_the_right_cause_first(doctor, text, answers, cause)
     # an inference server that served for a while then hangs: graph replay, not P2P at start-up
     ("SGLang with tensor parallel 4 on one machine runs for a while then freezes until the NCCL "
      "watchdog fires", {}, "cuda_graph_collective_misuse", "triage_tp_inference_hang_one_machine"),
+    # consult5's two (BENCHMARKS.md): a bare c10d store error is no refusal - with c10d the store lives
+    # on whichever agent takes the endpoint for its own machine, and here none did
+    ("torchrun --rdzv_backend=c10d across two VMs fails at start-up; the rendezvous store cannot be reached",
+     {"multi_node": True, "first_error_line": "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: "
+      "The connection to the C10d store has failed. See inner exception for details."},
+     "rdzv_c10d_no_store_host", "addr_store_refused_multi"),
+    # watchdog lines of two runs pasted together are not one rank 100,000 collectives behind the other
+    ("vLLM tensor parallel on 4 GPUs serves requests for a while, then hangs until the NCCL watchdog fires",
+     {"first_error_line": _TWO_RUNS}, "cuda_graph_collective_misuse", "hang_other_rank_behind"),
+    # an inference engine's bare watchdog timeout: not the training-loop causes
+    ("vLLM tensor parallel on 4 GPUs serves requests for a while, then hangs until the NCCL watchdog fires",
+     {"first_error_line": _TWO_RUNS.splitlines()[0]}, "cuda_graph_collective_misuse", "prog_generic_watchdog_timeout"),
 ])
 def test_an_answer_does_not_send_the_failure_mode_down(doctor, text, answers, cause, silent):
     session = doctor.session(case_based=False)

@@ -60,6 +60,47 @@ def test_all_ranks_stuck_together(tmp_path):
     assert "hang_one_rank_behind" not in facts and rep.to_dict()["missing_ranks"] == []
 
 
+# a watchdog line as a worker of a serving framework prints it: no [rankN] prefix and no PG name
+BARE_WD = ("(Worker pid={pid}) [E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum={s}, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)=1800000) ran for 1800250 "
+           "milliseconds before timing out.\n")
+
+
+def test_watchdog_lines_of_two_runs_name_no_rank_behind(tmp_path):
+    # one line from each of two runs pasted together (other versions, other ops): 300,000 collectives
+    # apart, they cannot be one group's sequence - rank 4 is not "behind", nobody "never joined"
+    log = _write(tmp_path / "pasted.log", BARE_WD.format(pid=5085, r=4, s=20518, op="ALLREDUCE", n=106496)
+                 + BARE_WD.format(pid=4775, r=1, s=329526, op="GATHER", n=4000))
+    rep = analyze_paths([log])
+    d, facts = rep.to_dict(), rep.facts()
+    assert facts["hang_evidence_found"][0] is True
+    assert d["culprit"] is None and d["missing_ranks"] == []
+    assert not {"hang_one_rank_behind", "hang_culprit_reason", "hang_culprit_rank"} & set(facts)
+    assert any("too far apart" in n for n in d["notes"])
+
+
+def test_a_restarted_rank_is_not_called_behind(tmp_path):
+    # ranks 0-2 time out at #9001; rank 3's only watchdog line is from a restarted run (#12)
+    files = [_write(tmp_path / f"rank{r}.log", WD.format(r=r, m="13", s=9001, op="ALLREDUCE", n=64, e=9001, c=9000))
+             for r in range(3)]
+    files.append(_write(tmp_path / "rank3.log", WD.format(r=3, m="14", s=12, op="ALLREDUCE", n=64, e=12, c=11)))
+    rep = analyze_paths(files)
+    d = rep.to_dict()
+    assert d["seq"] == 9001 and d["waiting_ranks"] == [0, 1, 2]
+    assert d["missing_ranks"] == [] and d["culprit"] is None
+    assert "hang_one_rank_behind" not in rep.facts()
+    assert any("rank(s) 3 stand more than" in n for n in d["notes"])
+
+
+def test_a_rank_whose_last_work_is_far_below_is_not_behind(tmp_path):
+    # rank 2's status line says its latest work is #40 while the others wait in #500045: its peers could
+    # not have finished the collectives in between without it, so the two are not one run
+    files = _job(tmp_path, behind_rank=None)
+    files[2] = _write(tmp_path / "rank2.log", DUMP.format(r=2, m="13", e=40, c=40))
+    d = analyze_paths(files).to_dict()
+    assert d["seq"] == 500045 and 2 not in d["missing_ranks"] and d["culprit"] is None
+
+
 def test_oom_before_everyone_times_out(tmp_path):
     files = _job(tmp_path, behind_rank=None, m="13")
     with open(files[3], "a") as f:  # rank 3 died ten minutes before the others' watchdogs fired

@@ -7,6 +7,12 @@ others timed out. A rank whose own (non-communication) error came first is the c
 log cut at any moment shows some ranks one collective ahead of others, so without a failure line
 or a timeout there is nothing to explain; and communicators whose opCounts contradict themselves
 (garbled logs, several jobs in one file) are not used to name anyone.
+
+Positions are compared only within one sequence: a rank's peers cannot complete collectives the
+rank never joined, so the oldest collectives the ranks of one group have not finished lie within
+a few of each other (:data:`MAX_SEQ_GAP`). Records further apart (watchdog lines pasted from two
+runs, an elastic restart that began counting again, P2P numbering that differs per rank) are not
+one sequence, and no rank is called behind from them.
 """
 from __future__ import annotations
 
@@ -20,6 +26,10 @@ __all__ = ["analyze", "HangReport", "RankEvidence", "GroupState", "FirstFailure"
 KIND_ORDER = {"xid": 0, "oom": 1, "host_oom": 2, "signal": 3, "exception": 4, "nccl_warn": 5, "exit": 6}
 # evidence that something failed or timed out (positions and init lines alone are not)
 FAILURE_KINDS = {"watchdog", "pg_status", "monitored_barrier", "mismatch", "desync", "ras", "flight_recorder", "elastic"}
+# how far apart the positions of ranks in one group can be and still belong to one sequence: a
+# rank's peers finish collective k only once it joined k, so a rank stuck in k holds them at k + 1;
+# a few more for sends and rooted ops that complete on one side first, and async enqueueing
+MAX_SEQ_GAP = 64
 _SIGNALS = {-9: "SIGKILL", -6: "SIGABRT", -11: "SIGSEGV", -7: "SIGBUS", -15: "SIGTERM", -2: "SIGINT",
             -4: "SIGILL", -8: "SIGFPE"}
 
@@ -146,7 +156,7 @@ def analyze(scans: list[FileScan]) -> HangReport:
     streams = {r.rank: r.stream for r in rep.ranks.values() if r.stream is not None}
     group_ids = sorted({g for st in streams.values() for g in st.pgs}, key=lambda g: (g != "0", g))
     for g in group_ids:  # 1. per process group: positions and the collective most ranks wait in
-        info = _group(g, {rk: st.pgs[g] for rk, st in streams.items() if g in st.pgs})
+        info = _group(g, {rk: st.pgs[g] for rk, st in streams.items() if g in st.pgs}, rep.notes)
         if info:
             rep.groups.append(info)
     info = _opcount_group(rep, streams)  # 2. NCCL's opCount per communicator
@@ -223,7 +233,7 @@ def _merge(rep: HangReport, scans: list[FileScan]) -> None:
     rep.world = max([widest] + [m + 1 for m in members] + [0]) or None
 
 
-def _group(g: str, states: dict[int, PGState]) -> GroupState | None:
+def _group(g: str, states: dict[int, PGState], notes: list[str]) -> GroupState | None:
     pos: dict[int, int] = {}
     stuck: dict[int, int] = {}
     for r, pst in states.items():
@@ -241,7 +251,7 @@ def _group(g: str, states: dict[int, PGState]) -> GroupState | None:
             stuck[r] = pst.entry["seq"]
         if r in stuck and r not in pos:
             pos[r] = stuck[r]
-    if not pos:
+    if not _one_sequence(g, pos, stuck, notes):
         return None
     if stuck:
         counts = Counter(stuck.values())
@@ -270,6 +280,42 @@ def _group(g: str, states: dict[int, PGState]) -> GroupState | None:
         timeout_ms=next((states[r].timeout_ms for r in states if states[r].timeout_ms), None),
         stack=ref.get("stack") or [], loc=locs[0] if locs else None,
         source=next((states[r].source for r in states if states[r].source), None))
+
+
+def _one_sequence(g: str, pos: dict[int, int], stuck: dict[int, int], notes: list[str]) -> bool:
+    """Keep in ``pos`` and ``stuck`` only the ranks whose positions can belong to one sequence.
+
+    The stuck positions are split where they lie more than :data:`MAX_SEQ_GAP` apart; the part
+    most ranks are stuck in is the group's, and a rank of another part, or one whose latest work
+    lies further below it, is not compared (noted). False when nothing comparable is left, or when
+    no part holds more ranks than the others (then nobody can say which run is this group's)."""
+    if not pos:
+        return False
+    parts: list[list[int]] = []
+    for r in sorted(stuck, key=lambda r: stuck[r]):
+        if parts and stuck[r] - stuck[parts[-1][-1]] <= MAX_SEQ_GAP:
+            parts[-1].append(r)
+        else:
+            parts.append([r])
+    dropped: list[int] = []
+    if len(parts) > 1:
+        parts.sort(key=len, reverse=True)
+        if len(parts[0]) == len(parts[1]):
+            seqs = ", ".join(f"rank {r} at #{stuck[r]}" for p in parts for r in p[:4])
+            notes.append(f"group {g}: the watchdog's collectives lie too far apart to be one run of one group "
+                         f"({seqs}): several runs or groups in one log? No rank is named from them")
+            return False
+        dropped = [r for p in parts[1:] for r in p]
+    if stuck:
+        low = min(stuck[r] for r in parts[0]) - MAX_SEQ_GAP
+        dropped += [r for r, p in pos.items() if r not in stuck and p < low]
+    if dropped:
+        notes.append(f"group {g}: rank(s) {fmt_ranks(dropped)} stand more than {MAX_SEQ_GAP} collectives from the "
+                     "others; not the same run of this group, so not called behind")
+        for r in dropped:
+            pos.pop(r, None)
+            stuck.pop(r, None)
+    return bool(pos)
 
 
 def _odd_ones(sigs: dict[int, tuple], states: dict[int, PGState]) -> tuple[list[int], str | None]:
