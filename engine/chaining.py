@@ -141,8 +141,10 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
         pending = ready.get(name)
         if not pending:
             return added, {}
-        if _readers(ckb)[1] and all(not rules[i].sets for i in pending):
-            return added, _evidence_of(rules, pending, state.facts, name, record)
+        if _readers(ckb)[1]:
+            evidence = _evidence_of(rules, pending, state.facts, name, record)
+            if evidence is not None:
+                return added, evidence
     done = state.fired_ids
     fired: set[str] = set()
     evidence: dict[str, list[float]] = {}
@@ -189,10 +191,12 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
 
 
 def _evidence_of(rules, pending: list[int], facts: Mapping[str, FactRecord], name: str,
-                 record: FactRecord) -> dict[str, list[float]]:
-    """The evidence of ``consequences`` when one fact is added and the rules ready for it set no
-    fact: nothing chains, so each is tried once, in agenda order (``pending`` is in index order,
-    which is the agenda's when ``_readers`` says so), on the facts with the new one."""
+                 record: FactRecord) -> dict[str, list[float]] | None:
+    """The evidence of ``consequences`` when one fact is added and none of the rules ready for it
+    that fire sets a new fact: nothing chains, so each is tried once, in agenda order
+    (``pending`` is in index order, which is the agenda's when ``_readers`` says so), on the
+    facts with the new one. None as soon as a rule that fires would set a new fact (chaining
+    follows: the caller takes the agenda's way, from the start)."""
     memory = dict(facts)
     memory[name] = record
     evidence: dict[str, list[float]] = {}
@@ -200,6 +204,9 @@ def _evidence_of(rules, pending: list[int], facts: Mapping[str, FactRecord], nam
         compiled = rules[index]
         truth, premise = compiled.predicate(memory)
         if truth is True:
+            for set_name, _ in compiled.sets:
+                if set_name not in memory:
+                    return None
             for cause, strength in compiled.evidence:
                 evidence.setdefault(cause, []).append(strength * premise)
     return evidence

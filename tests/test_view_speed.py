@@ -324,8 +324,8 @@ def test_beliefs_and_evidence_gains_are_those_of_the_plain_computation(doctor, m
 
 
 def test_one_added_fact_whose_rules_set_nothing_gives_the_chainings_consequences(doctor):
-    """Simulating an answer whose ready rules set no fact tries each once, in agenda order, on a
-    copy of the facts; what it adds and the evidence per cause are those of chaining a full copy
+    """Simulating an answer whose ready rules that fire set no new fact tries each once, in agenda
+    order, on a copy of the facts (else it chains as the agenda does); what it adds and the evidence per cause are those of chaining a full copy
     of the inference, and in the same order as the agenda's general path gives them."""
     from nccl_doctor.engine.chaining import _readers, consequences, ready_rules
 
