@@ -147,8 +147,9 @@ def _restore_for(doctor: Doctor, state: Any, data: dict[str, Any]) -> Session:
     return restore(doctor, state, client=bool(data.get("client_state")))
 
 
-def turn(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> tuple[dict[str, Any], bytes]:
-    """Apply one turn (text, log, answers) to a state; the new state and its view.
+def turn(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> tuple[dict[str, Any], bytes | None]:
+    """Apply one turn (text, log, answers) to a state; the new state and its view (None when
+    ``data["view"]`` is False: the client reads the view later, and nothing builds it now).
 
     In every job, ``data["client_state"]`` marks a state sent by a client (stateless mode): it
     may claim only client sources. A refused turn returns nothing, so nothing changes.
@@ -156,7 +157,8 @@ def turn(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> tu
     deadline = time.monotonic() + limits.budget_s
     session = _restore_for(doctor, state, data)
     _apply(session, data, limits, deadline)
-    return _state(session, limits), _view(session, data.get("questions", 3))
+    state = _state(session, limits)
+    return state, (_view(session, data.get("questions", 3)) if data.get("view", True) else None)
 
 
 def view(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> bytes:
