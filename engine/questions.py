@@ -382,14 +382,14 @@ def rank_questions(
         if premise is not None and premise(known)[0] is not True:
             continue
         relevance = sum(map(weight, bears_on)) / total
-        reachable = sum(map(mul, map(weight, bears_on), chance)) / total
         potential = sum(map(mul, map(weight, move_causes), move_strengths)) / total
-        candidates.append((potential, fact_id, records, relevance, reachable))
+        candidates.append((potential, fact_id, records, relevance, bears_on, chance))
     candidates.sort(key=lambda c: (-c[0], c[1]))
     ready = ready_rules(ckb, state, [c[1] for c in candidates[:SIMULATED]])
-    for rank, (potential, fact_id, records, relevance, reachable) in enumerate(candidates):
+    for rank, (potential, fact_id, records, relevance, bears_on, chance) in enumerate(candidates):
         if rank >= SIMULATED:
-            if relevance >= MIN_RELEVANCE:
+            if relevance >= MIN_RELEVANCE:  # most are not: their reach is summed only when it counts
+                reachable = sum(map(mul, map(weight, bears_on), chance)) / total
                 scored.append((RELEVANCE_WEIGHT * reachable, fact_id, 0.0, sorted(model.bears_on[fact_id])))
             continue
         moves: list[dict[str, float]] = []
@@ -409,6 +409,7 @@ def rank_questions(
         separates = _separates(moves)
         if gain < MIN_GAIN and relevance < MIN_RELEVANCE:
             continue
+        reachable = sum(map(mul, map(weight, bears_on), chance)) / total
         scored.append((gain + RELEVANCE_WEIGHT * reachable, fact_id, gain, separates or sorted(model.bears_on[fact_id])))
     if not by_probe:
         for fact_id in model.evidence:
