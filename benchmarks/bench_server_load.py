@@ -3,7 +3,8 @@
 Starts the real server in a child process and runs, one after the other:
 
 - ``concurrent``: N sessions at once, five turns each (create with text, log upload, two
-  answers, state); requests per second, p50/p99 latency, errors, and whether every session's
+  answers, state); with ``--view none`` the turns before the last GET ask for no view
+  (``?view=none``); requests per second, p50/p99 latency, errors, and whether every session's
   final facts equal the same turns run in-process (isolation). Each session is a different
   incident of the library (its words, a log, two answers: :func:`session_inputs`); ``--fixed``
   repeats five descriptions and one log instead, as the first figures did;
@@ -18,7 +19,7 @@ Starts the real server in a child process and runs, one after the other:
 The baseline is one request alone on the idle server, measured in the same run. The server's
 peak RSS (its process tree) is printed at the end.
 
-    python benchmarks/bench_server_load.py [--sessions 200] [--only concurrent,log] [--fixed] [-- serve args]
+    python benchmarks/bench_server_load.py [--sessions 200] [--only concurrent,log] [--fixed] [--view none] [-- serve args]
 """
 from __future__ import annotations
 
@@ -208,12 +209,13 @@ class Conn:
 
 
 async def one_session(url: str, i: int, inputs: Inputs, times: list[float], errors: list[str],
-                      by_turn: dict[str, list[float]] | None = None) -> dict | None:
+                      by_turn: dict[str, list[float]] | None = None, view: str = "full") -> dict | None:
     conn = Conn(url)
+    query = "" if view == "full" else f"view={view}"  # ``none``: the turns' replies hold the id alone
 
     async def call(method: str, path: str, body: Any = None, raw: bytes | None = None, kind: str = "application/json",
                    read: bool = False):
-        turn = ("create" if path == "/sessions" else "state" if method == "GET" else path.rsplit("/", 1)[-1].split("?")[0])
+        turn = ("create" if path.split("?")[0] == "/sessions" else "state" if method == "GET" else path.rsplit("/", 1)[-1].split("?")[0])
         started = time.perf_counter()
         try:
             status, data = await conn.request(method, path, raw if raw is not None else
@@ -230,13 +232,14 @@ async def one_session(url: str, i: int, inputs: Inputs, times: list[float], erro
         # the client shares the server's cores: it parses only the replies it reads (~0.3 ms each)
         return (json.loads(data) if data else {}) if read else data
 
-    created = await call("POST", "/sessions", {"text": inputs.text}, read=True)
+    created = await call("POST", "/sessions" + (f"?{query}" if query else ""), {"text": inputs.text}, read=True)
     if created is None:
         return None
     sid = created["id"]
-    await call("POST", f"/sessions/{sid}/log?name=rank{i}.log", raw=inputs.log.encode(), kind="text/plain")
+    await call("POST", f"/sessions/{sid}/log?name=rank{i}.log" + (f"&{query}" if query else ""),
+               raw=inputs.log.encode(), kind="text/plain")
     for fact, value in inputs.answers:
-        await call("POST", f"/sessions/{sid}/answers", {"fact": fact, "value": value})
+        await call("POST", f"/sessions/{sid}/answers" + (f"?{query}" if query else ""), {"fact": fact, "value": value})
     final = await call("GET", f"/sessions/{sid}", read=True)
     await conn.request("DELETE", f"/sessions/{sid}")
     if conn.writer is not None:
@@ -244,7 +247,7 @@ async def one_session(url: str, i: int, inputs: Inputs, times: list[float], erro
     return final
 
 
-def concurrent(url: str, sessions: int, pid: int, varied: bool = True) -> None:
+def concurrent(url: str, sessions: int, pid: int, varied: bool = True, view: str = "full") -> None:
     plan = session_inputs(sessions, varied)
     # a session's facts do not depend on its number (only its log's name does, in sources)
     wanted = {inputs: expected_facts(0, inputs) for inputs in dict.fromkeys(plan)}
@@ -253,7 +256,7 @@ def concurrent(url: str, sessions: int, pid: int, varied: bool = True) -> None:
     by_turn: dict[str, list[float]] = {}
 
     async def go():
-        return await asyncio.gather(*(one_session(url, i, plan[i], times, errors, by_turn) for i in range(sessions)))
+        return await asyncio.gather(*(one_session(url, i, plan[i], times, errors, by_turn, view) for i in range(sessions)))
 
     cpu_before, own_before = tree_cpu_s(pid), time.process_time()
     started = time.perf_counter()
@@ -264,7 +267,7 @@ def concurrent(url: str, sessions: int, pid: int, varied: bool = True) -> None:
     workers_cpu = sum(v - cpu_before.get(p, 0) for p, v in cpu_after.items() if p != pid)
     mixed = sum(1 for i, f in enumerate(finals) if f is not None and
                 {k: v["value"] for k, v in f["facts"].items()} != wanted[plan[i]])
-    print(f"concurrent ({len(wanted)} different sessions): {sessions} sessions x 5 turns: {len(times)} answered in {wall:.1f} s = "
+    print(f"concurrent ({len(wanted)} different sessions{'' if view == 'full' else ', turns with ?view=' + view}): {sessions} sessions x 5 turns: {len(times)} answered in {wall:.1f} s = "
           f"{len(times) / wall:.0f} req/s; p50 {pct(times, .5) * 1000:.0f} ms, p99 {pct(times, .99) * 1000:.0f} ms, "
           f"max {max(times, default=0) * 1000:.0f} ms; {len(errors)} errors; {mixed} sessions with other facts")
     print(f"    CPU per request: server main process {main_cpu / len(times) * 1000:.1f} ms, engine workers "
@@ -436,6 +439,8 @@ def main() -> int:
                         help="the module whose serve_main to run (to compare an older copy of the server)")
     parser.add_argument("--fixed", action="store_true",
                         help="the five fixed descriptions and one log of the earlier figures, not one incident per session")
+    parser.add_argument("--view", choices=["full", "none"], default="full",
+                        help="concurrent: what the turns before the last GET ask for (none: ?view=none, the id alone)")
     parser.add_argument("serve_args", nargs="*", help="passed to diagnose serve (after --)")
     args = parser.parse_args()
     proc, url = start(args.serve_args, args.module)
@@ -452,7 +457,7 @@ def main() -> int:
               f"server RSS {tree_rss_mb(proc.pid):.0f} MB; serve args {args.serve_args or 'default'}")
         peak = 0.0
         for part in args.only.split(","):
-            {"concurrent": lambda: concurrent(url, args.sessions, proc.pid, not args.fixed), "log": lambda: logs(url, args.limit),
+            {"concurrent": lambda: concurrent(url, args.sessions, proc.pid, not args.fixed, args.view), "log": lambda: logs(url, args.limit),
              "flood": lambda: flood(url, 45, args.limit), "slow": lambda: slow(url, 8, 10),
              "idle": lambda: idle(url, 512), "fill": lambda: fill(url, proc.pid, 250, 4)}[part]()
             peak = max(peak, tree_rss_mb(proc.pid))

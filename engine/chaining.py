@@ -98,19 +98,33 @@ def ready_rules(ckb: CompiledKB, state: Inference, facts: Iterable[str]) -> dict
     found once for all the answers to that fact."""
     known = state.facts.keys()
     fired = state.fired_ids
-    rules = ckb.rules
+    readers = _readers(ckb)[0]
     out: dict[str, list[int]] = {}
     for name in facts:
-        found = []
-        for index in ckb.rules_by_fact.get(name, ()):
-            compiled = rules[index]
-            if compiled.id in fired:
-                continue
-            needs = compiled.needs  # each known, ``name`` apart (set comparisons, in C)
-            if needs <= known or (name in needs and needs - {name} <= known):
-                found.append(index)
-        out[name] = found
+        # each fact the rule needs is known, ``name`` apart (a set comparison, in C)
+        out[name] = [index for index, rule_id, others in readers.get(name, ()) if rule_id not in fired and others <= known]
     return out
+
+
+_Readers = dict[str, tuple[tuple[int, str, frozenset[str]], ...]]
+#: Per compiled KB (by id, with the KB to check it): per fact, the rules reading it as (index, id,
+#: the facts the rule needs other than this one), in ``rules_by_fact``'s order; and whether that
+#: order is the agenda's (indexes ascending, and ascending indexes have ascending ``order``).
+_READERS: dict[int, tuple[CompiledKB, _Readers, bool]] = {}
+
+
+def _readers(ckb: CompiledKB) -> tuple[_Readers, bool]:
+    found = _READERS.get(id(ckb))
+    if found is None or found[0] is not ckb:
+        if len(_READERS) >= 4:  # the few most recent KBs (tests load several)
+            _READERS.clear()
+        rules = ckb.rules
+        table = {name: tuple((i, rules[i].id, rules[i].needs - {name}) for i in indexes)
+                 for name, indexes in ckb.rules_by_fact.items()}
+        in_order = (all(a.order < b.order for a, b in zip(rules, rules[1:]))
+                    and all(list(v) == sorted(set(v)) for v in ckb.rules_by_fact.values()))
+        found = _READERS[id(ckb)] = (ckb, table, in_order)
+    return found[1], found[2]
 
 
 def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord],
@@ -122,6 +136,15 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
     re-checking the rules that cannot fire)."""
     added = {name: record for name, record in new.items() if name not in state.facts}
     rules = ckb.rules
+    if ready is not None and len(added) == 1:
+        (name, record), = added.items()
+        pending = ready.get(name)
+        if not pending:
+            return added, {}
+        if _readers(ckb)[1]:
+            evidence = _evidence_of(rules, pending, state.facts, name, record)
+            if evidence is not None:
+                return added, evidence
     done = state.fired_ids
     fired: set[str] = set()
     evidence: dict[str, list[float]] = {}
@@ -165,6 +188,28 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
                     heapq.heappush(heap, (rule.order, dependent))
                     queued.add(dependent)
     return added, evidence
+
+
+def _evidence_of(rules, pending: list[int], facts: Mapping[str, FactRecord], name: str,
+                 record: FactRecord) -> dict[str, list[float]] | None:
+    """The evidence of ``consequences`` when one fact is added and none of the rules ready for it
+    that fire sets a new fact: nothing chains, so each is tried once, in agenda order
+    (``pending`` is in index order, which is the agenda's when ``_readers`` says so), on the
+    facts with the new one. None as soon as a rule that fires would set a new fact (chaining
+    follows: the caller takes the agenda's way, from the start)."""
+    memory = dict(facts)
+    memory[name] = record
+    evidence: dict[str, list[float]] = {}
+    for index in pending:
+        compiled = rules[index]
+        truth, premise = compiled.predicate(memory)
+        if truth is True:
+            for set_name, _ in compiled.sets:
+                if set_name not in memory:
+                    return None
+            for cause, strength in compiled.evidence:
+                evidence.setdefault(cause, []).append(strength * premise)
+    return evidence
 
 
 def _run(ckb: CompiledKB, state: Inference, start: set[int]) -> None:

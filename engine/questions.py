@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from functools import partial
 from collections.abc import Callable, Iterable, Mapping
 from operator import mul
 from typing import TYPE_CHECKING
@@ -151,18 +152,43 @@ def _clamp(value: float, bound: float) -> float:
     return max(-bound, min(bound, value)) if value == value else 0.0
 
 
+#: Per compiled KB (by id, with the KB itself to check it), the weights with no certainty at all.
+_BASE_BELIEFS: dict[int, tuple[CompiledKB, dict[str, float], dict[str, float]]] = {}
+
+
 class _Beliefs:
     """``w(x)`` over all causes with the sums that give the entropy, updated for a few causes
     in O(changed) (``H = ln W − S / W`` with ``W = Σ w`` and ``S = Σ w ln w``)."""
 
     def __init__(self, ckb: CompiledKB, certainties: Mapping[str, float]):
         self.cf = certainties
-        self.w = {c: ckb.priors[c] * math.exp(SHARPNESS * _clamp(certainties.get(c, 0.0), 1.0))
-                  for c in ckb.kb.causes}
-        self.total = sum(self.w.values()) or 1.0
-        self._w_ln_w = {c: v * math.log(v) for c, v in self.w.items() if v > 0}
-        self.s = sum(self._w_ln_w.values())
+        base = _BASE_BELIEFS.get(id(ckb))
+        if base is None or base[0] is not ckb:
+            if len(_BASE_BELIEFS) >= 4:  # the few most recent KBs (tests load several)
+                _BASE_BELIEFS.clear()
+            base = _BASE_BELIEFS[id(ckb)] = (ckb, *self._weights(ckb, {}))
+        # most causes have no certainty: their w(x) is their prior, the same every turn; the dicts
+        # keep the causes' order, so the sums below add the same terms in the same order
+        w, w_ln_w = dict(base[1]), dict(base[2])
+        for cause, cf in certainties.items():
+            old = w.get(cause)
+            if old is None:
+                continue
+            new = w[cause] = ckb.priors[cause] * math.exp(SHARPNESS * _clamp(cf, 1.0))
+            if (new > 0) != (cause in w_ln_w):  # a weight gone to 0 (or back): the plain way
+                w, w_ln_w = self._weights(ckb, certainties)
+                break
+            if new > 0:
+                w_ln_w[cause] = new * math.log(new)
+        self.w, self._w_ln_w = w, w_ln_w
+        self.total = sum(w.values()) or 1.0
+        self.s = sum(w_ln_w.values())
         self.entropy = self.entropy_with({})
+
+    @staticmethod
+    def _weights(ckb: CompiledKB, certainties: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+        w = {c: ckb.priors[c] * math.exp(SHARPNESS * _clamp(certainties.get(c, 0.0), 1.0)) for c in ckb.kb.causes}
+        return w, {c: v * math.log(v) for c, v in w.items() if v > 0}
 
     def entropy_with(self, factor: Mapping[str, float]) -> float:
         """Entropy (bits) of the beliefs with ``w(x)`` multiplied by ``factor[x]``."""
@@ -176,6 +202,19 @@ class _Beliefs:
             total += new - old
             before = w_ln_w.get(cause)
             s += (new * math.log(new) if new > 0 else 0.0) - (before if before is not None else old * math.log(old))
+        if total <= 0:
+            return 0.0
+        return max((math.log(total) - s / total) / _LN2, 0.0)
+
+    def entropy_one(self, cause: str, f: float) -> float:
+        """``entropy_with({cause: f})``, the same operations without the mapping."""
+        old = self.w.get(cause)
+        if old is None or f == 1.0:
+            return self.entropy
+        new = old * f
+        total = self.total + (new - old)
+        before = self._w_ln_w.get(cause)
+        s = self.s + ((new * math.log(new) if new > 0 else 0.0) - (before if before is not None else old * math.log(old)))
         if total <= 0:
             return 0.0
         return max((math.log(total) - s / total) / _LN2, 0.0)
@@ -214,14 +253,31 @@ def fact_gain(beliefs: _Beliefs, moves: list[dict[str, float]],
 def evidence_gain(beliefs: _Beliefs, reach: EvidenceReach) -> float:
     """Expected entropy drop of an evidence question (module docstring)."""
     gain = 0.0
+    w, total, cf, entropy = beliefs.w, beliefs.total, beliefs.cf, beliefs.entropy
+    lifts = _UNRAISED_LIFTS.get(id(reach))
+    if lifts is None or lifts[0] is not reach:
+        if len(_UNRAISED_LIFTS) >= 4096:
+            _UNRAISED_LIFTS.clear()
+        lifts = _UNRAISED_LIFTS[id(reach)] = (reach, {})
+    unraised = lifts[1]  # the lift of a cause with no certainty yet depends on the reach alone
     for cause, rate in reach.rate.items():
-        p_shows = rate * beliefs.w.get(cause, 0.0) / beliefs.total
+        p_shows = rate * w.get(cause, 0.0) / total
         if p_shows <= 1e-6:
             continue
-        now = beliefs.cf.get(cause, 0.0)
-        lift = math.exp(SHARPNESS * _clamp(combine(now, reach.strength[cause]) - now, 2.0))
-        gain += p_shows * (beliefs.entropy - beliefs.entropy_with({cause: lift}))
+        now = cf.get(cause)
+        if now is None:
+            lift = unraised.get(cause)
+            if lift is None:
+                lift = unraised[cause] = math.exp(SHARPNESS * _clamp(combine(0.0, reach.strength[cause]) - 0.0, 2.0))
+        else:
+            lift = math.exp(SHARPNESS * _clamp(combine(now, reach.strength[cause]) - now, 2.0))
+        gain += p_shows * (entropy - beliefs.entropy_one(cause, lift))
     return gain
+
+
+#: Per evidence reach (by id, with the reach to check it), the lift of each cause that has no
+#: certainty yet: most causes, the same every turn.
+_UNRAISED_LIFTS: dict[int, tuple[EvidenceReach, dict[str, float]]] = {}
 
 
 def _separates(moves: list[dict[str, float]]) -> list[str]:
@@ -326,14 +382,14 @@ def rank_questions(
         if premise is not None and premise(known)[0] is not True:
             continue
         relevance = sum(map(weight, bears_on)) / total
-        reachable = sum(map(mul, map(weight, bears_on), chance)) / total
         potential = sum(map(mul, map(weight, move_causes), move_strengths)) / total
-        candidates.append((potential, fact_id, records, relevance, reachable))
+        candidates.append((potential, fact_id, records, relevance, bears_on, chance))
     candidates.sort(key=lambda c: (-c[0], c[1]))
     ready = ready_rules(ckb, state, [c[1] for c in candidates[:SIMULATED]])
-    for rank, (potential, fact_id, records, relevance, reachable) in enumerate(candidates):
+    for rank, (potential, fact_id, records, relevance, bears_on, chance) in enumerate(candidates):
         if rank >= SIMULATED:
-            if relevance >= MIN_RELEVANCE:
+            if relevance >= MIN_RELEVANCE:  # most are not: their reach is summed only when it counts
+                reachable = sum(map(mul, map(weight, bears_on), chance)) / total
                 scored.append((RELEVANCE_WEIGHT * reachable, fact_id, 0.0, sorted(model.bears_on[fact_id])))
             continue
         moves: list[dict[str, float]] = []
@@ -349,10 +405,11 @@ def rank_questions(
                     if abs(after - now) > 1e-9:
                         move[cause] = math.exp(SHARPNESS * _clamp(after - now, 2.0))
                 moves.append(move)
-        gain = fact_gain(beliefs, moves, lambda cause, moved, f=fact_id: model.known_given(f, cause, moved))
+        gain = fact_gain(beliefs, moves, partial(model.known_given, fact_id))
         separates = _separates(moves)
         if gain < MIN_GAIN and relevance < MIN_RELEVANCE:
             continue
+        reachable = sum(map(mul, map(weight, bears_on), chance)) / total
         scored.append((gain + RELEVANCE_WEIGHT * reachable, fact_id, gain, separates or sorted(model.bears_on[fact_id])))
     if not by_probe:
         for fact_id in model.evidence:

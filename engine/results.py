@@ -43,10 +43,58 @@ def _as_dict(result: Any) -> dict[str, Any]:
 
 def compact_json(value: Any) -> str:
     """The JSON text every JSON front end sends: compact, UTF-8 (not \\u-escaped), no NaN."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _COMPACT.encode(value)
+
+
+#: What ``json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)`` builds
+#: at every call, built once (it holds no state between calls): a view encodes ~100 parts.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 _NONE: Mapping[str, Any] = MappingProxyType({})
+
+#: The JSON of texts and lists of texts already encoded (a pure function of the value, so kept
+#: by value): a view repeats the KB's titles, explanations, questions and fix steps every turn.
+_TEXT_JSON: dict[Any, str] = {}
+_TEXT_JSON_KEPT = 20_000
+
+
+def _text_json(value: str | list[str]) -> str:
+    """``compact_json(value)`` for a text or a list of texts, kept for the next view."""
+    key = value if type(value) is str else tuple(value)
+    text = _TEXT_JSON.get(key)
+    if text is None:
+        text = compact_json(value)
+        if len(_TEXT_JSON) >= _TEXT_JSON_KEPT:
+            _TEXT_JSON.clear()
+        _TEXT_JSON[key] = text
+    return text
+
+
+def _is_texts(value: Any) -> bool:
+    return type(value) is str or (type(value) is list and all(type(v) is str for v in value))
+
+
+def _encoded(result: Any, kept: dict[tuple[str, str], str], from_kb: frozenset[str], key: str,
+             rounded: Mapping[str, int]) -> str:
+    """``compact_json(result.to_dict())`` for a Diagnosis, Question or PlanStep: the fields in
+    ``from_kb`` (the same for every session) encoded once per ``key`` (a cause, fact or fix id)
+    and field and kept in ``kept``; texts and lists of texts by value; ``rounded`` fields rounded
+    as ``to_dict`` rounds them."""
+    parts = []
+    for name, value in zip(result._fields, result):
+        if name in from_kb:
+            text = kept.get((key, name))
+            if text is None:
+                text = kept[(key, name)] = compact_json(_plain(value))
+        elif name in rounded:
+            text = compact_json(round(value, rounded[name]))
+        elif _is_texts(value):
+            text = _text_json(value)
+        else:
+            text = compact_json(_plain(value))
+        parts.append(f"{_KEY_JSON[name]}:{text}")
+    return "{" + ",".join(parts) + "}"
 
 
 class EvidenceItem(NamedTuple):
@@ -89,22 +137,10 @@ class Diagnosis(NamedTuple):
     def to_json(self, kept: dict[tuple[str, str], str]) -> str:
         """``compact_json(self.to_dict())``, with the JSON of the :data:`FROM_KB` fields taken from
         ``kept`` (by cause and field) and added to it when missing: one ``kept`` per KB."""
-        parts = []
-        for name in _DIAGNOSIS_FIELDS:
-            if name in self.FROM_KB:
-                text = kept.get((self.id, name))
-                if text is None:
-                    text = kept[(self.id, name)] = compact_json(_plain(getattr(self, name)))
-            elif name == "confidence":
-                text = compact_json(round(self.confidence, 3))
-            else:
-                text = compact_json(_plain(getattr(self, name)))
-            parts.append(f"{_KEYS[name]}:{text}")
-        return "{" + ",".join(parts) + "}"
+        return _encoded(self, kept, self.FROM_KB, self.id, _CONFIDENCE)
 
 
-_DIAGNOSIS_FIELDS = Diagnosis._fields
-_KEYS = {name: compact_json(name) for name in _DIAGNOSIS_FIELDS}
+_CONFIDENCE = {"confidence": 3}
 
 
 class Question(NamedTuple):
@@ -127,13 +163,25 @@ class Question(NamedTuple):
     choice_labels: Mapping[str, str] = _NONE
     texts: Mapping[str, dict[str, Any]] = _NONE
 
+    #: Fields drawn from the fact's KB entry alone, the same in every session (see Diagnosis).
+    FROM_KB = frozenset({"id", "type", "choices", "texts"})
+
     def to_dict(self) -> dict[str, Any]:
         out = _as_dict(self)
         out["gain"] = round(self.gain, 4)
         return out
 
+    def to_json(self, kept: dict[tuple[str, str], str]) -> str:
+        """``compact_json(self.to_dict())``, the :data:`FROM_KB` fields kept per fact (see Diagnosis)."""
+        return _encoded(self, kept, self.FROM_KB, "fact:" + self.id, _GAIN)
+
+
+_GAIN = {"gain": 4}
+
 
 class PlanStep(NamedTuple):
+    """One step of a plan: a fix (its KB entry in the plan's language) and what it is for."""
+
     number: int
     fix: str
     title: str
@@ -148,8 +196,18 @@ class PlanStep(NamedTuple):
     value: float = 0.0  # expected value: likelihood x chance it settles or fixes / cost
     texts: Mapping[str, dict[str, Any]] = _NONE
 
+    #: Fields drawn from the fix's KB entry alone, whatever the language (see Diagnosis).
+    FROM_KB = frozenset({"fix", "kind", "commands", "env", "verify", "caveats", "if_not_fixed", "texts"})
+
     def to_dict(self) -> dict[str, Any]:
         return _as_dict(self)
+
+    def to_json(self, kept: dict[tuple[str, str], str]) -> str:
+        """``compact_json(self.to_dict())``, the :data:`FROM_KB` fields kept per fix (see Diagnosis)."""
+        return _encoded(self, kept, self.FROM_KB, "fix:" + self.fix, _NO_ROUNDING)
+
+
+_NO_ROUNDING: Mapping[str, int] = MappingProxyType({})
 
 
 class Plan(NamedTuple):
@@ -169,6 +227,13 @@ class Plan(NamedTuple):
         return {"causes": self.causes, "steps": [s.to_dict() for s in self.steps], "note": self.note,
                 "recognised": self.recognised, "related": list(self.related), "collect": list(self.collect),
                 "lang": self.lang}
+
+    def to_json(self, kept: dict[tuple[str, str], str]) -> str:
+        """``compact_json(self.to_dict())``, each step's KB part kept per fix (see PlanStep)."""
+        steps = "[" + ",".join(step.to_json(kept) for step in self.steps) + "]"
+        return (f'{{"causes":{compact_json(self.causes)},"steps":{steps},"note":{_text_json(self.note)},'
+                f'"recognised":{compact_json(self.recognised)},"related":{compact_json(list(self.related))},'
+                f'"collect":{compact_json(list(self.collect))},"lang":{compact_json(self.lang)}}}')
 
 
 class HowStep(NamedTuple):
@@ -206,3 +271,6 @@ class Why(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         return _as_dict(self)
+
+
+_KEY_JSON = {name: compact_json(name) for result in (Diagnosis, Question, PlanStep) for name in result._fields}

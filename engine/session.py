@@ -422,12 +422,15 @@ class Session:
         return {a.name: a.value for a in self._assertions if a.source.kind == "answer"}
 
     def report(self, *, questions: int = 3,
-               diagnosis_as: Callable[[Diagnosis], Any] = Diagnosis.to_dict) -> dict[str, Any]:
+               diagnosis_as: Callable[[Diagnosis], Any] = Diagnosis.to_dict,
+               question_as: Callable[[Question], Any] = Question.to_dict,
+               plan_as: Callable[[Plan], Any] = Plan.to_dict) -> dict[str, Any]:
         """Everything a front end shows, as one JSON-ready dict (the CLI's ``--json``).
 
         ``recognised`` is False when no cause has support beyond shared words; the plan then
-        holds no steps but what to collect next. ``diagnosis_as`` turns each diagnosis into what
-        the dict holds (a server that sends JSON passes :meth:`Diagnosis.to_json`'s text).
+        holds no steps but what to collect next. ``diagnosis_as``, ``question_as`` and ``plan_as``
+        turn each diagnosis, question and the plan into what the dict holds (a server that sends
+        JSON passes their ``to_json`` texts).
         """
         diagnoses = self.diagnoses()  # once: the plan is drawn from the same list
         plan = self._plan(diagnoses)
@@ -436,8 +439,8 @@ class Session:
             "lang": self.language,
             "recognised": plan.recognised,
             "diagnoses": [diagnosis_as(d) for d in diagnoses],
-            "questions": [q.to_dict() for q in self.questions(limit=questions)],
-            "plan": plan.to_dict(),
+            "questions": [question_as(q) for q in self.questions(limit=questions)],
+            "plan": plan_as(plan),
             "facts": {name: record.to_dict() for name, record in sorted(self.facts().items())},
             "symptoms": self.symptom_matches,
             "logs": [s.to_dict() for s in self._logs],

@@ -155,6 +155,32 @@ def test_stateless_turns_match_a_server_session(client):
     assert stateless["facts"] == stateful["facts"]
 
 
+
+def test_turns_without_a_view_reply_with_the_id_and_get_shows_the_same_view(client):
+    """``?view=none`` on a turn answers with the session's id alone (no view is built); the view
+    read afterwards is, byte for byte, the one a session given the same turns with views shows."""
+    log = "NCCL WARN Bootstrap : no socket interface found\nncclInvalidUsage: invalid usage\n"
+    shown, quiet = [], []
+    for view, replies in (("full", shown), ("none", quiet)):
+        query = "" if view == "full" else "?view=none"
+        created = client.post(f"/sessions{query}", json={"text": SEED_002})
+        assert created.status_code == 201, created.text
+        sid = created.json()["id"]
+        replies.append(created.json())
+        replies.append(client.post(f"/sessions/{sid}/log?name=rank0.log{query.replace('?', '&')}", content=log,
+                                   headers={"content-type": "text/plain"}).json())
+        replies.append(client.post(f"/sessions/{sid}/answers{query}", json={"fact": "multi_node", "value": True}).json())
+        replies.append(client.post(f"/sessions/{sid}/text{query}", json={"text": "it runs in docker"}).json())
+        final = client.get(f"/sessions/{sid}")
+        assert final.status_code == 200
+        replies.append(final.content.replace(sid.encode(), b"<id>"))
+        assert client.delete(f"/sessions/{sid}").status_code == 204
+    assert set(quiet[0]) == {"id", "expires_after_idle_s"} and all(set(r) == {"id"} for r in quiet[1:4])
+    assert all("next_question" in r and "diagnoses" in r for r in shown[:4])
+    assert quiet[4] == shown[4]  # GET builds the view the turns' replies would have shown
+    bad = client.post("/sessions?view=brief", json={"text": SEED_002})
+    assert bad.status_code == 422 and "view" in bad.json()["error"]
+
 def test_200_concurrent_sessions_are_isolated(client, server, doctor):
     def expected(i: int) -> tuple[list[str], dict]:
         session = doctor.session()

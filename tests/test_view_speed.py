@@ -11,6 +11,7 @@ import math
 
 import pytest
 
+from nccl_doctor.engine.questions import _Beliefs as _BELIEFS  # the class a test patches over
 from nccl_doctor.engine.session import incident_profile
 
 
@@ -252,6 +253,99 @@ def test_ranked_questions_are_those_of_the_plain_simulation(doctor, monkeypatch)
             assert fast == _ranked(session)
         compared += len(fast)
     assert compared > 500  # the spread asks many questions
+
+
+
+class _PlainBeliefs:
+    """``w(x)`` computed over every cause at every turn, entropy changes through the mapping."""
+
+    def __init__(self, ckb, certainties):
+        from nccl_doctor.engine.questions import SHARPNESS, _clamp
+
+        self.cf = certainties
+        self.w = {c: ckb.priors[c] * math.exp(SHARPNESS * _clamp(certainties.get(c, 0.0), 1.0)) for c in ckb.kb.causes}
+        self.total = sum(self.w.values()) or 1.0
+        self._w_ln_w = {c: v * math.log(v) for c, v in self.w.items() if v > 0}
+        self.s = sum(self._w_ln_w.values())
+        self.entropy_with = _BELIEFS.entropy_with.__get__(self)
+        self.mass = _BELIEFS.mass.__get__(self)
+        self.entropy = self.entropy_with({})
+
+    def entropy_one(self, cause, f):
+        return self.entropy_with({cause: f})
+
+
+def _plain_evidence_gain(beliefs, reach):
+    """An evidence question's gain with every lift computed and every entropy through the mapping."""
+    from nccl_doctor.engine.certainty import combine
+    from nccl_doctor.engine.questions import SHARPNESS, _clamp
+
+    gain = 0.0
+    for cause, rate in reach.rate.items():
+        p_shows = rate * beliefs.w.get(cause, 0.0) / beliefs.total
+        if p_shows <= 1e-6:
+            continue
+        now = beliefs.cf.get(cause, 0.0)
+        lift = math.exp(SHARPNESS * _clamp(combine(now, reach.strength[cause]) - now, 2.0))
+        gain += p_shows * (beliefs.entropy - beliefs.entropy_with({cause: lift}))
+    return gain
+
+
+def test_beliefs_and_evidence_gains_are_those_of_the_plain_computation(doctor, monkeypatch):
+    """Question ranking starts the beliefs from the priors kept per KB (only causes with a
+    certainty are weighed again), keeps the lift of each cause with no certainty per evidence
+    question and changes the entropy for one cause without a mapping; the questions, their gains
+    to the last bit and the causes they separate are those of computing each afresh."""
+    from nccl_doctor.engine import questions
+
+    def ranked(session):
+        state = session._inference()
+        return [(q.id, q.gain, q.separates) for q in questions.rank_questions(
+            session.doctor.compiled, state, session._model(), skip=session.unknown, limit=10, lang=session.language)]
+
+    compared = evidence = 0
+    for session in _sessions(doctor, step=9):
+        fast = ranked(session)
+        beliefs = questions._Beliefs(doctor.compiled, session._inference().certainties())
+        plain = _PlainBeliefs(doctor.compiled, session._inference().certainties())
+        assert (beliefs.w, beliefs._w_ln_w, beliefs.total, beliefs.s, beliefs.entropy) == (
+            plain.w, plain._w_ln_w, plain.total, plain.s, plain.entropy)
+        assert list(beliefs.w) == list(plain.w) and list(beliefs._w_ln_w) == list(plain._w_ln_w)
+        for fact_id in session._model().evidence:
+            reach = session._model().reach(fact_id, session._inference().facts)
+            assert questions.evidence_gain(beliefs, reach) == _plain_evidence_gain(plain, reach)
+            evidence += 1
+        with monkeypatch.context() as slow:
+            slow.setattr(questions, "_Beliefs", _PlainBeliefs)
+            slow.setattr(questions, "evidence_gain", _plain_evidence_gain)
+            assert fast == ranked(session)
+        compared += len(fast)
+    assert compared > 500 and evidence > 100
+
+
+def test_one_added_fact_whose_rules_set_nothing_gives_the_chainings_consequences(doctor):
+    """Simulating an answer whose ready rules that fire set no new fact tries each once, in agenda
+    order, on a copy of the facts (else it chains as the agenda does); what it adds and the evidence per cause are those of chaining a full copy
+    of the inference, and in the same order as the agenda's general path gives them."""
+    from nccl_doctor.engine.chaining import _readers, consequences, ready_rules
+
+    assert _readers(doctor.compiled)[1]  # this KB's rules read in agenda order: the short path is taken
+    model = None
+    checked = moved = 0
+    for session in _sessions(doctor, step=11):
+        state = session._inference()
+        model = session._model()
+        facts = [f for f in model.records if f not in state.facts]
+        ready = ready_rules(doctor.compiled, state, facts)
+        for fact_id in facts:
+            for record in model.records[fact_id]:
+                fast = consequences(doctor.compiled, state, {fact_id: record}, ready)
+                plain = _plain_consequences(doctor.compiled, state, {fact_id: record})
+                general = consequences(doctor.compiled, state, {fact_id: record})
+                assert fast == plain == general and list(fast[1]) == list(general[1]), fact_id
+                checked += 1
+                moved += bool(fast[1])
+    assert checked > 5000 and moved > 500
 
 
 # ------------------------------------------------------------------ symptom matching

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import json
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import Body, FastAPI, Request
+from fastapi import Body, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter, ValidationError
@@ -73,6 +73,12 @@ def _is_heavy(data: dict[str, Any]) -> bool:
     """A turn with a large input (log or text) takes the lane that leaves a worker for small turns;
     a log of a few lines costs what a sentence does and is served like one."""
     return len(data.get("log") or "") > HEAVY_CHARS or len(data.get("text") or "") > HEAVY_CHARS
+
+
+#: ``?view=`` on a turn that changes a held session: ``full`` (the default) answers with the view,
+#: as GET /sessions/{id} gives it; ``none`` with the session's id alone, for a client that reads
+#: the view later (GET builds it then, once): a turn whose view nobody reads costs no view.
+View = Annotated[Literal["full", "none"], Query(description="`none`: reply with the id only; GET the view when needed")]
 
 
 def _check_questions(questions: int) -> None:
@@ -149,14 +155,16 @@ def create_app(doctor: Doctor | None = None, *, limits: Limits | None = None, wo
     def client_of(request: Request) -> str:
         return request.client.host if request.client else "local"
 
-    async def change(session_id: str, data: dict[str, Any]) -> Response:
-        """A turn on a held session: run it on the state, keep the new state only if it succeeds."""
+    async def change(session_id: str, data: dict[str, Any], view: str) -> Response:
+        """A turn on a held session: run it on the state, keep the new state only if it succeeds.
+        With ``view="none"`` the reply holds only the id and no view is built (GET builds it)."""
         check_turn_sizes(data, limits)
+        data["view"] = view != "none"
         entry = store.get(session_id)
         async with entry.lock:
-            state, view = await engine.run("turn", entry.state, data, heavy=_is_heavy(data))
-            store.update(entry, state, (data["questions"], view))
-        return _json(view, id=session_id)
+            state, shown = await engine.run("turn", entry.state, data, heavy=_is_heavy(data))
+            store.update(entry, state, (data["questions"], shown) if shown is not None else None)
+        return _json(shown if shown is not None else b"{}", id=session_id)
 
     async def look(session_id: str, job: str, data: dict[str, Any], cache_key: Any = None) -> bytes:
         """A job that reads a held session (a view, how, why), cached until the session changes."""
@@ -178,12 +186,12 @@ def create_app(doctor: Doctor | None = None, *, limits: Limits | None = None, wo
                        "signatures": len(kb.signatures), "symptoms": len(kb.symptoms)}}
 
     @app.post("/sessions", status_code=201, summary="Start a conversation (optionally with a first turn)")
-    async def create_session(request: Request, turn: Turn | None = Body(None)) -> Response:
-        data = _turn_data(turn or Turn())
+    async def create_session(request: Request, turn: Turn | None = Body(None), view: View = "full") -> Response:
+        data = {**_turn_data(turn or Turn()), "view": view != "none"}
         check_turn_sizes(data, limits)
-        state, view = await engine.run("turn", None, data, heavy=_is_heavy(data))
-        key = store.create(state, client_of(request), (data["questions"], view))
-        response = _json(view, id=key, expires_after_idle_s=store.ttl)
+        state, shown = await engine.run("turn", None, data, heavy=_is_heavy(data))
+        key = store.create(state, client_of(request), (data["questions"], shown) if shown is not None else None)
+        response = _json(shown if shown is not None else b"{}", id=key, expires_after_idle_s=store.ttl)
         response.status_code = 201
         return response
 
@@ -193,8 +201,8 @@ def create_app(doctor: Doctor | None = None, *, limits: Limits | None = None, wo
         return _json(await look(session_id, "view", {"questions": questions}, questions), id=session_id)
 
     @app.post("/sessions/{session_id}/text", summary="Add what the user said (or pasted)")
-    async def add_text(session_id: str, body: TextBody) -> Response:
-        return await change(session_id, {"text": body.text, "questions": body.questions})
+    async def add_text(session_id: str, body: TextBody, view: View = "full") -> Response:
+        return await change(session_id, {"text": body.text, "questions": body.questions}, view)
 
     @app.post(
         "/sessions/{session_id}/log",
@@ -204,7 +212,8 @@ def create_app(doctor: Doctor | None = None, *, limits: Limits | None = None, wo
             "text/plain": {"schema": {"type": "string"}},
         }}},
     )
-    async def add_log(session_id: str, request: Request, name: str = "log", questions: int = 3) -> Response:
+    async def add_log(session_id: str, request: Request, name: str = "log", questions: int = 3,
+                      view: View = "full") -> Response:
         raw = await request.body()
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind in ("application/json", ""):
@@ -227,7 +236,7 @@ def create_app(doctor: Doctor | None = None, *, limits: Limits | None = None, wo
         else:
             raise ApiError(415, f"content type {kind[:100]!r} is not accepted: use application/json or text/plain")
         _check_questions(questions)
-        return await change(session_id, {"log": log, "log_name": name, "questions": questions})
+        return await change(session_id, {"log": log, "log_name": name, "questions": questions}, view)
 
     @app.post(
         "/sessions/{session_id}/answers",
@@ -237,9 +246,9 @@ def create_app(doctor: Doctor | None = None, *, limits: Limits | None = None, wo
             AnswersBody.model_json_schema(),
         ]}}}}},
     )
-    async def add_answers(session_id: str, body: Any = Body(...)) -> Response:
+    async def add_answers(session_id: str, body: Any = Body(...), view: View = "full") -> Response:
         answers, questions = _parse_answers(body)
-        return await change(session_id, {"answers": [a.model_dump() for a in answers], "questions": questions})
+        return await change(session_id, {"answers": [a.model_dump() for a in answers], "questions": questions}, view)
 
     @app.get("/sessions/{session_id}/how/{cause_id}", summary="How the engine weighed a cause")
     async def how(session_id: str, cause_id: str) -> Response:

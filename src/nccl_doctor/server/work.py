@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from functools import partial
 from typing import Any
 
 from ..engine.results import compact_json
@@ -108,19 +109,28 @@ _FROM_KB: weakref.WeakKeyDictionary[Doctor, dict[tuple[str, str], str]] = weakre
 
 def _view(session: Session, questions: int) -> bytes:
     """What a client shows after a turn: the report plus the single next question, as JSON
-    (the bytes ``_encode`` gives for that dict; each diagnosis arrives already encoded)."""
+    (the bytes ``_encode`` gives for that dict; diagnoses, questions and the plan arrive
+    already encoded, their KB parts kept per KB, and the next question is the first one's text)."""
     kept = _FROM_KB.get(session.doctor)
     if kept is None:
         kept = _FROM_KB.setdefault(session.doctor, {})
-    report = session.report(questions=max(questions, 1), diagnosis_as=lambda d: d.to_json(kept))
+    encoded = partial(_to_json, kept=kept)
+    report = session.report(questions=max(questions, 1), diagnosis_as=encoded, question_as=encoded, plan_as=encoded)
     asked = report["questions"]
-    report["next_question"] = asked[0] if asked else None
-    report["questions"] = asked[:questions]
-    report["answers"] = session.answers()
-    report["unknown"] = session.unknown
-    parts = [f"{compact_json(key)}:{'[' + ','.join(value) + ']' if key == 'diagnoses' else compact_json(value)}"
-             for key, value in report.items()]
+    report["next_question"] = asked[0] if asked else "null"
+    report["questions"] = "[" + ",".join(asked[:questions]) + "]"
+    report["diagnoses"] = "[" + ",".join(report["diagnoses"]) + "]"
+    report["answers"] = compact_json(session.answers())
+    report["unknown"] = compact_json(session.unknown)
+    parts = [f"{compact_json(key)}:{value if key in _ENCODED else compact_json(value)}" for key, value in report.items()]
     return ("{" + ",".join(parts) + "}").encode("utf-8")
+
+
+_ENCODED = frozenset({"diagnoses", "questions", "next_question", "plan", "answers", "unknown"})
+
+
+def _to_json(result: Any, kept: dict[tuple[str, str], str]) -> str:
+    return result.to_json(kept)
 
 
 def _state(session: Session, limits: Limits) -> dict[str, Any]:
@@ -137,8 +147,9 @@ def _restore_for(doctor: Doctor, state: Any, data: dict[str, Any]) -> Session:
     return restore(doctor, state, client=bool(data.get("client_state")))
 
 
-def turn(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> tuple[dict[str, Any], bytes]:
-    """Apply one turn (text, log, answers) to a state; the new state and its view.
+def turn(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> tuple[dict[str, Any], bytes | None]:
+    """Apply one turn (text, log, answers) to a state; the new state and its view (None when
+    ``data["view"]`` is False: the client reads the view later, and nothing builds it now).
 
     In every job, ``data["client_state"]`` marks a state sent by a client (stateless mode): it
     may claim only client sources. A refused turn returns nothing, so nothing changes.
@@ -146,7 +157,8 @@ def turn(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> tu
     deadline = time.monotonic() + limits.budget_s
     session = _restore_for(doctor, state, data)
     _apply(session, data, limits, deadline)
-    return _state(session, limits), _view(session, data.get("questions", 3))
+    state = _state(session, limits)
+    return state, (_view(session, data.get("questions", 3)) if data.get("view", True) else None)
 
 
 def view(doctor: Doctor, state: Any, data: dict[str, Any], limits: Limits) -> bytes:
