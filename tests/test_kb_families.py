@@ -88,7 +88,7 @@ FAMILY_INSTANCES = [
     ("on GB200 NVL72 racks ncclCommInitRank segfaults whenever the job uses 44 or more GPUs of the rack; 36 or 40 GPUs work",
      "mnnvl_fabric_degraded", ["NCCL_MNNVL_ENABLE=0"]),
     ("the NVIDIA DRA driver's ComputeDomain never becomes ready; the host's own nvidia-imex service is active",
-     "imex_domain_conflict", ["systemctl disable --now nvidia-imex"]),
+     "imex_domain_conflict", ["systemctl disable nvidia-imex"]),
 ]
 
 
