@@ -385,6 +385,19 @@ def test_an_answer_does_not_send_the_failure_mode_down(doctor, text, answers, ca
         assert silent not in session.fired_rules()
 
 
+def test_an_efa_device_missing_in_the_pod_points_at_the_device_plugin(doctor):
+    """fi_info's -61 inside a Kubernetes pod says no EFA device was handed to the pod: the device
+    plugin's resource (not only the aws-ofi-nccl library) is a candidate, and a log that shows it
+    does not push that cause down."""
+    session = doctor.session(case_based=False)
+    session.tell("EKS cluster with p5 nodes: pods on one node train fine, but across two pods NCCL dies")
+    session.answer("first_error_line", "fi_info -p efa: -61 (No data available)\nNCCL INFO Using network Socket\n"
+                   "RuntimeError: NCCL error: remote process exited or there was a network error")
+    assert session.facts()["efa_device_visible"].value is False
+    top = [d.id for d in session.diagnoses()[:4]]
+    assert "fabric_resource_missing_on_some_nodes" in top, top
+
+
 @pytest.mark.parametrize("text, fact, wrong", [
     ("the job stalls at that barrier and never starts the next epoch", "phase", "init"),
     ("vLLM with TP 2 hangs right after NCCL init", "phase", "init"),
