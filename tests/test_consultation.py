@@ -363,6 +363,17 @@ _TWO_RUNS = (
     # an inference engine's bare watchdog timeout: not the training-loop causes
     ("vLLM tensor parallel on 4 GPUs serves requests for a while, then hangs until the NCCL watchdog fires",
      {"first_error_line": _TWO_RUNS.splitlines()[0]}, "cuda_graph_collective_misuse", "prog_generic_watchdog_timeout"),
+    # consult8's (review round 14): rank-0-only work under a timeout that is not the one the user
+    # set is the setting in the wrong place, not slow work to wait out
+    ("Our DDP job on 16 GPUs runs fine for hours, then dies while saving the checkpoint with a watchdog "
+     "timeout; I set a 60 min timeout in init_process_group but it still fails after 10 minutes",
+     {"rank0_only_work": True}, "timeout_settings_misconfigured", "prog_rank0_work_stall"),
+    # a rank with no samples in an evaluation pass: the validation set split unevenly
+    ("Distributed evaluation with 8 GPUs hangs forever at the test loop; no error at all",
+     {"rank_input_empty": True}, "uneven_batches_across_ranks", "prog_rank_input_empty_stall"),
+    # Lightning's checkpoint save is itself a collective: guarding it to rank 0 hides it from the rest
+    ("PyTorch Lightning DDP on 4 nodes hangs at the epoch where the checkpoint is saved, until the "
+     "collective times out", {"rank0_only_work": True}, "hidden_collective_on_some_ranks", "prog_rank0_work_stall"),
 ])
 def test_an_answer_does_not_send_the_failure_mode_down(doctor, text, answers, cause, silent):
     session = doctor.session(case_based=False)
@@ -372,6 +383,19 @@ def test_an_answer_does_not_send_the_failure_mode_down(doctor, text, answers, ca
     assert session.diagnoses()[0].id == cause, [(d.id, round(d.confidence, 2)) for d in session.diagnoses()[:3]]
     if silent:
         assert silent not in session.fired_rules()
+
+
+def test_an_efa_device_missing_in_the_pod_points_at_the_device_plugin(doctor):
+    """fi_info's -61 inside a Kubernetes pod says no EFA device was handed to the pod: the device
+    plugin's resource (not only the aws-ofi-nccl library) is a candidate, and a log that shows it
+    does not push that cause down."""
+    session = doctor.session(case_based=False)
+    session.tell("EKS cluster with p5 nodes: pods on one node train fine, but across two pods NCCL dies")
+    session.answer("first_error_line", "fi_info -p efa: -61 (No data available)\nNCCL INFO Using network Socket\n"
+                   "RuntimeError: NCCL error: remote process exited or there was a network error")
+    assert session.facts()["efa_device_visible"].value is False
+    top = [d.id for d in session.diagnoses()[:4]]
+    assert "fabric_resource_missing_on_some_nodes" in top, top
 
 
 @pytest.mark.parametrize("text, fact, wrong", [
