@@ -3,6 +3,7 @@
 - ``doctor``: the Doctor of the packaged KB (``load_doctor`` hashes every KB file on each call, so
   tests take this fixture instead of calling it per case).
 - ``_packaged.py`` (not a fixture): the packaged KB read from its YAML once, examples included.
+- ``_benchmarks.py`` (not a fixture): a script of ``benchmarks/`` loaded as a module.
 - ``leave_one_out``: each library incident's diagnoses with the incident itself left out of the
   library, computed once per incident and shared by every floor that scores it.
 """

@@ -2,23 +2,19 @@
 the KB of a git revision (``--kb-at``), each leaving out its own thread (``--round``)."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _benchmarks import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 IN_GIT = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--git-dir"], capture_output=True).returncode == 0
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_library", ROOT / "benchmarks" / "bench_library.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_library", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_library")
 
 
 def test_a_round_is_scored_leaving_out_its_own_threads(doctor):

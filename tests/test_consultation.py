@@ -2,20 +2,17 @@
 gain, "not recognised", the plan's order, Chinese, and a quick run of the consultation benchmark."""
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
+from _benchmarks import load_benchmark
 from nccl_doctor import load_doctor
 from nccl_doctor.engine.plan import CLEAR_LEAD, LEAD_RATIO
 from nccl_doctor.engine.questions import _Beliefs, askable, fact_gain
 from nccl_doctor.kb.lint import lint_kb
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -580,11 +577,7 @@ rules:
 
 # ------------------------------------------------------------------------- the benchmark
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_consultation", ROOT / "benchmarks" / "bench_consultation.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_consultation", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_consultation")
 
 
 def test_the_simulated_reporter_answers_what_its_knowledge_implies(doctor):
