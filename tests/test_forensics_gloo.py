@@ -139,9 +139,16 @@ def test_rank_that_issues_a_different_collective(runs):
     assert facts["hang_culprit_rank"][1].startswith("rank")  # file:line of the mismatch report
 
 
+def _what_ran(folder: Path) -> dict[str, str]:
+    """The scenario's files and each log's last lines, for a failure message."""
+    return {p.name: p.read_text(errors="replace")[-600:] if p.suffix == ".log" else f"{p.stat().st_size} bytes"
+            for p in sorted(folder.iterdir())}
+
+
 def test_size_mismatch_from_flight_recorder(runs):
     d = analyze_paths([str(runs / "size_fr")]).to_dict()
-    assert d["culprit"]["ranks"] == [2] and d["mismatch_kind"] == "size"
+    assert d.get("culprit") and d["culprit"]["ranks"] == [2] and d["mismatch_kind"] == "size", \
+        (d, _what_ran(runs / "size_fr"))
 
 
 def test_rank_that_crashed_first(runs):
