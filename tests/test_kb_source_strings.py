@@ -35,6 +35,24 @@ SOURCE_LINES = [
      "Broken pipe", "tcpstore_peer_gone", "rank_crashed_first"),
     ("torch.distributed.elastic.rendezvous.api.RendezvousGracefulExitError: The rendezvous 'job1' is closed, "
      "terminating pending rendezvous.", "rendezvous_closed_pending", None),
+    (P + "init.cc:1339 NCCL WARN Detected mixed local Net device counts across ranks (min 4, max 8). Set "
+         "NCCL_IGNORE_NET_MISMATCH=1 to continue.", "nccl_mixed_net_device_counts", "nic_sets_differ_across_nodes"),
+    (P + "init.cc:1326 NCCL INFO Rank 9 has 1 local Net devices (max 2).", "nccl_mixed_net_device_counts",
+     "nic_sets_differ_across_nodes"),
+    (P + "transport/net_ib/init.cc:334 NCCL WARN NET/IB : Unable to open device mlx5_2", "nccl_ib_unable_to_open_device",
+     None),
+    (P + "transport.cc:464 NCCL WARN Cannot initialize CollNet, using point-to-point network instead",
+     "collnet_init_fallback", "collnet_sharp_unavailable"),
+    (P + "sharp_plugin.c:320 NCCL WARN NET/IB : SHARP coll init error: Cannot create SHARP job(-11)",
+     "sharp_plugin_setup_error", "collnet_sharp_unavailable"),
+    (P + "transport/net_ib.cc:1089 NCCL WARN NET/IB : req 0/1 tag 7 peer 10.1.1.2<51234> posted incorrect receive info: "
+         "size 1048576 addr 7f1a00000000 rkey 1234", "nccl_ib_incorrect_receive_info", "nic_forced_relaxed_ordering"),
+    (P + "graph/xml.cc:1257 NCCL WARN Could not open XML graph file /opt/microsoft/ncv4/graph.xml : No such file or "
+         "directory", "nccl_graph_file_unreadable", "nccl_topo_file_mismatch"),
+    (P + "misc/nvmlwrap.cc:142 NCCL WARN nvmlInit_v2() failed: Unknown Error", "nvml_init_unknown_error",
+     "container_gpu_access_lost"),
+    (P + "NCCL WARN NET/OFI Couldn't register memory region with regattr. RC: -12, ERROR: Cannot allocate memory",
+     "mr_reg_enomem", "memlock_limit_too_low"),
 ]
 
 
