@@ -102,6 +102,11 @@ FAMILY_INSTANCES = [
      "hidden_collective_on_some_ranks", ["trainer.test()"]),
     ("the sample-generation callback wraps generate in unwrap_model_for_generation on the main process only and GRPO hangs",
      "hidden_collective_on_some_ranks", ["unwrap_model_for_generation"]),
+    ("our 3-node job runs torchrun --standalone --nnodes=3 on every node and never gets past startup",
+     "nodes_form_separate_worlds", ["--standalone"]),
+    # Timeouts set but lost on the way (the first init wins, a Trainer's own Accelerator, new_group defaults).
+    ("ddp_timeout=7200 in my TrainingArguments has no effect with DeepSpeed ZeRO-3, the all_reduce still times out at 600000 ms",
+     "timeout_settings_misconfigured", ["zero.Init", "new_group"]),
 ]
 
 
