@@ -89,6 +89,24 @@ FAMILY_INSTANCES = [
      "mnnvl_fabric_degraded", ["NCCL_MNNVL_ENABLE=0"]),
     ("the NVIDIA DRA driver's ComputeDomain never becomes ready; the host's own nvidia-imex service is active",
      "imex_domain_conflict", ["systemctl disable nvidia-imex"]),
+    # Hidden collectives drawn from the frameworks' own source and docs (session 6, breadth-prog).
+    ("with ZeRO-3 my export step calls engine.save_16bit_model only on the main rank and the job never finishes",
+     "hidden_collective_on_some_ranks", ["save_16bit_model", "every rank"]),
+    ("I save the optimizer with FSDP.optim_state_dict inside if rank == 0 and the run hangs",
+     "hidden_collective_on_some_ranks", ["optim_state_dict"]),
+    ("the main process alone calls dcp.save for the checkpoint and it blocks forever",
+     "hidden_collective_on_some_ranks", ["checkpoint_id"]),
+    ("in my Ray TorchTrainer loop only world rank 0 calls ray.train.report and the workers hang",
+     "hidden_collective_on_some_ranks", ["same number of times"]),
+    ("Lightning DDP: after trainer.fit I call trainer.test(model) only when trainer.is_global_zero, and it hangs",
+     "hidden_collective_on_some_ranks", ["trainer.test()"]),
+    ("the sample-generation callback wraps generate in unwrap_model_for_generation on the main process only and GRPO hangs",
+     "hidden_collective_on_some_ranks", ["unwrap_model_for_generation"]),
+    ("our 3-node job runs torchrun --standalone --nnodes=3 on every node and never gets past startup",
+     "nodes_form_separate_worlds", ["--standalone"]),
+    # Timeouts set but lost on the way (the first init wins, a Trainer's own Accelerator, new_group defaults).
+    ("ddp_timeout=7200 in my TrainingArguments has no effect with DeepSpeed ZeRO-3, the all_reduce still times out at 600000 ms",
+     "timeout_settings_misconfigured", ["zero.Init", "new_group"]),
 ]
 
 
