@@ -440,3 +440,31 @@ def test_a_phrase_word_said_not_to_occur_has_no_occurrence(doctor):
                         ruled_out += 1
     assert ruled_out > 100_000
 
+
+
+def test_a_prepared_doctor_compiles_nothing_later_and_answers_the_same(doctor):
+    """``Doctor.prepare`` (a server's workers, before their first client) compiles every regex and
+    condition up front; sessions on it report exactly what they report on a lazy Doctor."""
+    from nccl_doctor.engine import Doctor
+    from nccl_doctor.engine.compiled import LazyRegexes, _LazyPredicate
+    from nccl_doctor.knowledge import load_knowledge
+
+    kb, extras = load_knowledge()
+    prepared = Doctor(kb, extras=extras)
+    prepared.prepare()
+    ckb = prepared.compiled
+    for regexes in (ckb.symptom_regexes, ckb.unless_regexes, ckb.signature_regexes):
+        assert isinstance(regexes, LazyRegexes) and len(regexes) == len(regexes._patterns) > 0
+    predicates = [rule.predicate for rule in ckb.rules] + list(ckb.premises.values())
+    assert all(p._compiled is not None for p in predicates if isinstance(p, _LazyPredicate))
+    assert prepared.incidents._postings is not None
+    for incident_id in _spread(doctor, 41):
+        incident = doctor.kb.incidents[incident_id]
+        reports = []
+        for one in (doctor, prepared):
+            session = one.session()
+            session.tell(incident.reporter)
+            if incident.log:
+                session.add_log(incident.log.splitlines())
+            reports.append(session.report(questions=5))
+        assert reports[0] == reports[1], incident_id

@@ -57,6 +57,7 @@ def _worker_main(conn: Connection, kb_dir: str | None, limits: Limits, parent: i
     from .. import load_doctor
 
     doctor = load_doctor(kb_dir)
+    doctor.prepare()
     for data in _WARM_UP:
         try:
             JOBS["turn"](doctor, None, data, limits)
