@@ -468,3 +468,25 @@ def test_a_prepared_doctor_compiles_nothing_later_and_answers_the_same(doctor):
                 session.add_log(incident.log.splitlines())
             reports.append(session.report(questions=5))
         assert reports[0] == reports[1], incident_id
+
+
+def test_kept_answer_chances_follow_the_incidents_left_out(doctor):
+    """``known_given`` keeps what it computed; a model with incidents left out learns other rates
+    and must not read the full model's kept values."""
+    from nccl_doctor.engine.consult_model import DONT_KNOW, PRIOR_WEIGHT
+
+    model = doctor.consult_model
+    pairs = [(f, c) for f, causes in list(model.bears_on.items())[:40] for c in sorted(causes)[:3]]
+    for fact_id, cause in pairs:
+        model.known_given(fact_id, cause, True)
+    cause_of = {c for _, c in pairs}
+    left = model.leaving_out([i for i, inc in doctor.kb.incidents.items() if inc.cause in cause_of][:30])
+    assert left is not model
+    for one in (model, left):
+        for fact_id, cause in pairs:
+            for moved in (True, False):
+                base = (one.known_relevant if moved else one.known).get(fact_id, 1 - DONT_KNOW)
+                seen = one._per_cause.get(cause, 0)
+                plain = base if not seen else (one._knew.get(fact_id, {}).get(cause, 0) + PRIOR_WEIGHT * base) / (seen + PRIOR_WEIGHT)
+                assert one.known_given(fact_id, cause, moved) == plain
+    assert any(model.known_given(f, c, True) != left.known_given(f, c, True) for f, c in pairs)
