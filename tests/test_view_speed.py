@@ -490,3 +490,52 @@ def test_kept_answer_chances_follow_the_incidents_left_out(doctor):
                 plain = base if not seen else (one._knew.get(fact_id, {}).get(cause, 0) + PRIOR_WEIGHT * base) / (seen + PRIOR_WEIGHT)
                 assert one.known_given(fact_id, cause, moved) == plain
     assert any(model.known_given(f, c, True) != left.known_given(f, c, True) for f, c in pairs)
+
+
+def _looped_copy(predicate):
+    """The same condition with every generated ``all``/``any`` replaced by the plain loop."""
+    from nccl_doctor.engine.conditions import _looped
+
+    parts = getattr(predicate, "parts", None)
+    if parts is None:
+        return predicate
+    kind = "all" if "all" in predicate.__code__.co_filename else "any"
+    return _looped(kind, [_looped_copy(p) for p in parts])
+
+
+def test_generated_conditions_equal_the_looped_ones_on_every_rule(doctor):
+    """Rule conditions are generated as one function per ``all``/``any`` with the common tests
+    written out; on every rule and question premise of the KB, over memories built from the
+    values the KB tests (each fact absent, or one of its values, with varied certainties), they
+    give exactly the truth and certainty the plain loop over the parts gives."""
+    import random
+
+    from nccl_doctor.engine.conditions import compile_condition, condition_facts
+    from nccl_doctor.engine.memory import FactRecord, Source
+
+    ckb = doctor.compiled
+    options = doctor.answer_options
+    source = Source("answer", "test")
+    rng = random.Random(15)
+    checked = grouped = 0
+    conditions = [rule.rule.when for rule in ckb.rules] + [f.asked_when for f in ckb.kb.facts.values()
+                                                            if f.get("asked_when") is not None]
+    for cond in conditions:
+        fast = compile_condition(cond, ckb.kb.facts)
+        plain = _looped_copy(fast)
+        grouped += plain is not fast
+        names = sorted(condition_facts(cond))
+        for _ in range(12):
+            memory = {}
+            for name in names:
+                fact = ckb.kb.facts[name]
+                values = list(options.get(name, [])) or ([True, False] if fact.type == "bool" else list(fact.choices) or ["x"])
+                if rng.random() < 0.75:
+                    value = rng.choice(values + ["other", 3])
+                    if type(value) is str and rng.random() < 0.3:
+                        value = value.upper()  # text tests compare without case
+                    memory[name] = FactRecord(name, value, source, rng.choice([1.0, 0.9, 0.55, 0.3, 0.0]))
+            got, want = fast(memory), plain(memory)
+            assert got == want and type(got[0]) is type(want[0]), (cond, memory)
+            checked += 1
+    assert grouped > 500 and checked > 10_000
