@@ -216,10 +216,14 @@ def _evidence_of(rules, pending: list[int], facts: Mapping[str, FactRecord], nam
 def _run(ckb: CompiledKB, state: Inference, start: set[int]) -> None:
     rules = ckb.rules
     readers = _readers(ckb)[0]
-    heap = [(rules[i].order, i) for i in start if rules[i].id not in state.fired_ids]
+    known = state.facts.keys()
+    # a rule missing a fact it needs is left out: it is queued when the last such fact is set
+    # (as below), which it would have been too after being tried and skipped, and a rule queued
+    # since the start waits at the same place in the order: the rules tried, and their order,
+    # are the same; most of the rules an inference starts with are such rules
+    heap = [(rules[i].order, i) for i in start if rules[i].id not in state.fired_ids and rules[i].needs <= known]
     heapq.heapify(heap)
     queued = {i for _, i in heap}
-    known = state.facts.keys()
     while heap:
         _, index = heapq.heappop(heap)
         queued.discard(index)

@@ -539,3 +539,60 @@ def test_generated_conditions_equal_the_looped_ones_on_every_rule(doctor):
             assert got == want and type(got[0]) is type(want[0]), (cond, memory)
             checked += 1
     assert grouped > 500 and checked > 10_000
+
+
+def test_chaining_that_starts_with_ready_rules_only_fires_the_same(doctor):
+    """An inference queues at its start only the rules whose needed facts are all known; queueing
+    every rule that reads a given fact (and skipping the others when they come up) fires the same
+    rules in the same order, with the same facts and evidence."""
+    import heapq
+
+    from nccl_doctor.engine.chaining import Inference, infer
+    from nccl_doctor.engine.memory import FactRecord, Source
+
+    ckb = doctor.compiled
+
+    def plain(base):
+        state = Inference(facts=dict(base))
+        rules = ckb.rules
+        heap = sorted({(rules[i].order, i) for i in set(ckb.absence_rules).union(
+            *(ckb.rules_by_fact.get(n, ()) for n in base))})
+        queued = {i for _, i in heap}
+        while heap:
+            _, index = heapq.heappop(heap)
+            queued.discard(index)
+            rule = rules[index]
+            if rule.id in state.fired_ids or not rule.needs <= state.facts.keys():
+                continue
+            truth, premise = rule.predicate(state.facts)
+            if truth is not True:
+                continue
+            state.fired_ids.add(rule.id)
+            used = tuple(sorted(n for n in rule.reads if n in state.facts))
+            state.fired.append((rule.id, premise, used))
+            for cause, strength in rule.evidence:
+                state.evidence.setdefault(cause, []).append((rule.id, strength * premise))
+            for name, value in rule.sets:
+                if name not in state.facts:
+                    state.facts[name] = FactRecord(name, value, Source("rule", rule.id), premise * rule.certainty, used)
+                    for dependent in ckb.rules_by_fact.get(name, ()):
+                        other = rules[dependent]
+                        if other.needs <= state.facts.keys() and dependent not in queued and other.id not in state.fired_ids:
+                            heapq.heappush(heap, (other.order, dependent))
+                            queued.add(dependent)
+        return state
+
+    compared = fired = 0
+    for incident_id in _spread(doctor, 3):
+        incident = doctor.kb.incidents[incident_id]
+        session = doctor.session()
+        session.tell(incident.reporter)
+        if incident.log:
+            session.add_log(incident.log.splitlines())
+        base = session._base()
+        fast, slow = infer(ckb, base), plain(base)
+        assert [tuple(f) for f in fast.fired] == slow.fired and fast.evidence == slow.evidence, incident_id
+        assert fast.facts == slow.facts and list(fast.facts) == list(slow.facts), incident_id
+        compared += 1
+        fired += len(slow.fired)
+    assert compared > 100 and fired > 500
