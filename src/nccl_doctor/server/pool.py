@@ -232,6 +232,23 @@ class Engine:
             self._give_back(worker, replace)
         return _outcome(kind, result)
 
+    @property
+    def ready_workers(self) -> int:
+        """The workers that have said they are ready (all of them once :meth:`wait_ready` is done)."""
+        return sum(worker.ready for worker in self._all)
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until every worker has loaded the KB and warmed up (or ``timeout`` seconds in all);
+        whether they all have. Called before a server says it is listening, so that its first
+        clients do not wait for the start-up instead (seconds on a busy machine)."""
+        deadline = time.monotonic() + timeout
+        try:
+            for worker in list(self._all):
+                worker.wait_ready(max(0.0, deadline - time.monotonic()))
+        except (ApiError, EOFError, OSError):
+            return False
+        return True
+
     def close(self) -> None:
         """Stop every worker process."""
         self._closed = True
