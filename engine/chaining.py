@@ -158,6 +158,7 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
         return added, evidence
     memory = dict(state.facts)  # a plain copy: dict lookups in C beat any overlay
     memory.update(added)
+    readers = _readers(ckb)[0]
     heap = [(rules[i].order, i) for i in pending]
     queued = set(pending)
     while heap:
@@ -179,13 +180,13 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
             added[name] = memory[name] = FactRecord(name, value, Source("rule", compiled.id),
                                                     premise * compiled.certainty, used)
             known = memory.keys()
-            for dependent in ckb.rules_by_fact.get(name, ()):
-                rule = rules[dependent]
+            for dependent, rule_id, others in readers.get(name, ()):
                 # a rule missing a fact it needs cannot hold: it is queued when that fact is set
                 # (it reads it), in time for its turn, so the rules tried, and their order, are
-                # those of queueing it now and skipping it when it comes up
-                if rule.needs <= known and dependent not in queued and rule.id not in done and rule.id not in fired:
-                    heapq.heappush(heap, (rule.order, dependent))
+                # those of queueing it now and skipping it when it comes up (``name`` is known
+                # now: the rule needs ``others`` besides)
+                if others <= known and dependent not in queued and rule_id not in done and rule_id not in fired:
+                    heapq.heappush(heap, (rules[dependent].order, dependent))
                     queued.add(dependent)
     return added, evidence
 
@@ -214,10 +215,15 @@ def _evidence_of(rules, pending: list[int], facts: Mapping[str, FactRecord], nam
 
 def _run(ckb: CompiledKB, state: Inference, start: set[int]) -> None:
     rules = ckb.rules
-    heap = [(rules[i].order, i) for i in start if rules[i].id not in state.fired_ids]
+    readers = _readers(ckb)[0]
+    known = state.facts.keys()
+    # a rule missing a fact it needs is left out: it is queued when the last such fact is set
+    # (as below), which it would have been too after being tried and skipped, and a rule queued
+    # since the start waits at the same place in the order: the rules tried, and their order,
+    # are the same; most of the rules an inference starts with are such rules
+    heap = [(rules[i].order, i) for i in start if rules[i].id not in state.fired_ids and rules[i].needs <= known]
     heapq.heapify(heap)
     queued = {i for _, i in heap}
-    known = state.facts.keys()
     while heap:
         _, index = heapq.heappop(heap)
         queued.discard(index)
@@ -240,8 +246,7 @@ def _run(ckb: CompiledKB, state: Inference, start: set[int]) -> None:
             state.facts[name] = FactRecord(
                 name, value, Source("rule", compiled.id), premise * compiled.certainty, used
             )
-            for dependent in ckb.rules_by_fact.get(name, ()):
-                rule = rules[dependent]
-                if rule.needs <= known and dependent not in queued and rule.id not in state.fired_ids:  # as above
-                    heapq.heappush(heap, (rule.order, dependent))
+            for dependent, rule_id, others in readers.get(name, ()):
+                if others <= known and dependent not in queued and rule_id not in state.fired_ids:  # as above
+                    heapq.heappush(heap, (rules[dependent].order, dependent))
                     queued.add(dependent)

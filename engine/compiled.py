@@ -53,6 +53,12 @@ class LazyRegexes(dict):
     def __contains__(self, key: object) -> bool:
         return key in self._patterns
 
+    def compile_all(self) -> None:
+        """Compile every regex now (a long-running server, before its first client)."""
+        for key in self._patterns:
+            if not dict.__contains__(self, key):
+                self.__missing__(key)
+
 
 class SymptomPattern(NamedTuple):
     """One symptom regex with the literals one of which every match contains (none: always tried)."""
@@ -77,6 +83,11 @@ class _LazyPredicate:
         if self._compiled is None:
             self._compiled = compile_condition(self._conditions[self._key], self._facts)
         return self._compiled(memory)
+
+    def compile(self) -> None:
+        """Compile the condition now rather than on first use."""
+        if self._compiled is None:
+            self._compiled = compile_condition(self._conditions[self._key], self._facts)
 
 
 def compact_condition(cond: Mapping[str, Any]) -> dict[str, Any]:
@@ -130,6 +141,17 @@ class CompiledKB(NamedTuple):
     @property
     def facts(self) -> dict[str, Fact]:
         return self.kb.facts
+
+    def prepare(self) -> None:
+        """Compile now every regex, rule condition and question premise that would otherwise
+        compile on first use (a server's workers, before their first client: a fresh worker
+        otherwise spends a fifth of its first few hundred turns compiling)."""
+        for regexes in (self.signature_regexes, self.symptom_regexes, self.unless_regexes):
+            if isinstance(regexes, LazyRegexes):
+                regexes.compile_all()
+        for predicate in [rule.predicate for rule in self.rules] + list(self.premises.values()):
+            if isinstance(predicate, _LazyPredicate):
+                predicate.compile()
 
 
 class _Where:

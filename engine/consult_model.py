@@ -156,6 +156,7 @@ class ConsultModel:
         does not bear on); ``known_relevant[F]``: the share among incidents of causes it bears on
         (a reporter tends to know what bears on the cause); :meth:`known_given` per cause."""
         prior = 1 - DONT_KNOW
+        self._known_given: dict[tuple[str, str, bool], float] = {}  # what known_given computed from these rates
         self._per_cause = {cause: len(found) for cause, found in by_cause.items() if found}
         self._knew: dict[str, dict[str, int]] = defaultdict(dict)  # fact -> cause -> incidents that knew it
         for cause, found in by_cause.items():
@@ -176,12 +177,16 @@ class ConsultModel:
     def known_given(self, fact_id: str, cause: str, moved: bool) -> float:
         """The chance a reporter of ``cause`` knows ``fact_id``: the share of its incidents that
         did, smoothed toward ``known_relevant`` when the fact bears on it (``moved``), else
-        toward ``known``."""
-        base = (self.known_relevant if moved else self.known).get(fact_id, 1 - DONT_KNOW)
-        seen = self._per_cause.get(cause, 0)
-        if not seen:
-            return base
-        return (self._knew.get(fact_id, {}).get(cause, 0) + PRIOR_WEIGHT * base) / (seen + PRIOR_WEIGHT)
+        toward ``known``. (A pure function of its arguments once learned: kept as computed,
+        question ranking asks it thousands of times a turn.)"""
+        key = (fact_id, cause, moved)
+        found = self._known_given.get(key)
+        if found is None:
+            base = (self.known_relevant if moved else self.known).get(fact_id, 1 - DONT_KNOW)
+            seen = self._per_cause.get(cause, 0)
+            found = base if not seen else (self._knew.get(fact_id, {}).get(cause, 0) + PRIOR_WEIGHT * base) / (seen + PRIOR_WEIGHT)
+            self._known_given[key] = found
+        return found
 
     def _reach(self, fact_id: str, by_cause: Mapping[str, list[Any]],
                unknown: frozenset[str] | None = None) -> EvidenceReach:

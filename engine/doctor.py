@@ -70,6 +70,19 @@ class Doctor:
                 self._incidents = IncidentIndex({i: incident_profile(self, i) for i in library}, library)
         return self._incidents
 
+    def prepare(self) -> None:
+        """Do now what is otherwise done on first use (see the class docstring): compile every
+        regex and condition, read every KB item and build the indexes. For a long-running
+        process that serves many sessions; a one-shot run is faster without it."""
+        self._ckb.prepare()
+        kb = self.kb
+        for section in ("facts", "causes", "rules", "fixes", "symptoms", "signatures"):
+            items = kb.get(section, {})
+            for key in items:
+                items[key]
+        _ = self.relevance, self.consult_model
+        self.incidents.prepare()
+
     @property
     def kb(self) -> KnowledgeBase:
         return self._ckb.kb

@@ -48,6 +48,7 @@ to ask.
 """
 from __future__ import annotations
 
+import heapq
 import math
 import weakref
 from functools import partial
@@ -423,7 +424,9 @@ def rank_questions(
             scored.append((gain + RELEVANCE_WEIGHT * relevance, fact_id, gain, sorted(reach.rate)))
     scored.sort(key=lambda item: (-round(item[0], 6), item[1]))
     out = []
+    weights = beliefs.w
     for score, fact_id, _, separates in scored[:limit]:
-        order = sorted(separates, key=lambda c: (-beliefs.w.get(c, 0.0), c))[:LEADING]
+        # the LEADING first of sorted(separates, key=...): the keys are distinct, so the same list
+        order = heapq.nsmallest(LEADING, separates, key=lambda c: (-weights.get(c, 0.0), c))
         out.append(make_question(facts[fact_id], score, order, lang))
     return out

@@ -255,6 +255,11 @@ class IncidentIndex:
                 out[incident_id] = dot / (norm * self._norms[incident_id])
         return out
 
+    def prepare(self) -> None:
+        """Build the postings (and their arrays) now rather than at the second query."""
+        self._posting_lists()
+        self._arrays()
+
     def _posting_lists(self) -> tuple[dict[str, list[tuple[int, float]]], list[str], list[dict[str, float]],
                                       dict[str, list[tuple[int, str]]]]:
         """Built on first use: feature -> (incident position, weight) for every incident using it;

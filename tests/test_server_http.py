@@ -92,6 +92,8 @@ def test_binds_loopback_and_is_healthy(client, server):
     assert server.startswith("http://127.0.0.1:")
     health = client.get("/healthz").json()
     assert health["status"] == "ok" and health["kb"]["causes"] > 0
+    # the banner comes once the engine workers are up: the first clients do not wait for them
+    assert health["workers"] >= 1 and health["workers_ready"] == health["workers"]
 
 
 def test_openapi_describes_the_api(client):

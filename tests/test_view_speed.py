@@ -440,3 +440,159 @@ def test_a_phrase_word_said_not_to_occur_has_no_occurrence(doctor):
                         ruled_out += 1
     assert ruled_out > 100_000
 
+
+
+def test_a_prepared_doctor_compiles_nothing_later_and_answers_the_same(doctor):
+    """``Doctor.prepare`` (a server's workers, before their first client) compiles every regex and
+    condition up front; sessions on it report exactly what they report on a lazy Doctor."""
+    from nccl_doctor.engine import Doctor
+    from nccl_doctor.engine.compiled import LazyRegexes, _LazyPredicate
+    from nccl_doctor.knowledge import load_knowledge
+
+    kb, extras = load_knowledge()
+    prepared = Doctor(kb, extras=extras)
+    prepared.prepare()
+    ckb = prepared.compiled
+    for regexes in (ckb.symptom_regexes, ckb.unless_regexes, ckb.signature_regexes):
+        assert isinstance(regexes, LazyRegexes) and len(regexes) == len(regexes._patterns) > 0
+    predicates = [rule.predicate for rule in ckb.rules] + list(ckb.premises.values())
+    assert all(p._compiled is not None for p in predicates if isinstance(p, _LazyPredicate))
+    assert prepared.incidents._postings is not None
+    for incident_id in _spread(doctor, 41):
+        incident = doctor.kb.incidents[incident_id]
+        reports = []
+        for one in (doctor, prepared):
+            session = one.session()
+            session.tell(incident.reporter)
+            if incident.log:
+                session.add_log(incident.log.splitlines())
+            reports.append(session.report(questions=5))
+        assert reports[0] == reports[1], incident_id
+
+
+def test_kept_answer_chances_follow_the_incidents_left_out(doctor):
+    """``known_given`` keeps what it computed; a model with incidents left out learns other rates
+    and must not read the full model's kept values."""
+    from nccl_doctor.engine.consult_model import DONT_KNOW, PRIOR_WEIGHT
+
+    model = doctor.consult_model
+    pairs = [(f, c) for f, causes in list(model.bears_on.items())[:40] for c in sorted(causes)[:3]]
+    for fact_id, cause in pairs:
+        model.known_given(fact_id, cause, True)
+    cause_of = {c for _, c in pairs}
+    left = model.leaving_out([i for i, inc in doctor.kb.incidents.items() if inc.cause in cause_of][:30])
+    assert left is not model
+    for one in (model, left):
+        for fact_id, cause in pairs:
+            for moved in (True, False):
+                base = (one.known_relevant if moved else one.known).get(fact_id, 1 - DONT_KNOW)
+                seen = one._per_cause.get(cause, 0)
+                plain = base if not seen else (one._knew.get(fact_id, {}).get(cause, 0) + PRIOR_WEIGHT * base) / (seen + PRIOR_WEIGHT)
+                assert one.known_given(fact_id, cause, moved) == plain
+    assert any(model.known_given(f, c, True) != left.known_given(f, c, True) for f, c in pairs)
+
+
+def _looped_copy(predicate):
+    """The same condition with every generated ``all``/``any`` replaced by the plain loop."""
+    from nccl_doctor.engine.conditions import _looped
+
+    parts = getattr(predicate, "parts", None)
+    if parts is None:
+        return predicate
+    kind = "all" if "all" in predicate.__code__.co_filename else "any"
+    return _looped(kind, [_looped_copy(p) for p in parts])
+
+
+def test_generated_conditions_equal_the_looped_ones_on_every_rule(doctor):
+    """Rule conditions are generated as one function per ``all``/``any`` with the common tests
+    written out; on every rule and question premise of the KB, over memories built from the
+    values the KB tests (each fact absent, or one of its values, with varied certainties), they
+    give exactly the truth and certainty the plain loop over the parts gives."""
+    import random
+
+    from nccl_doctor.engine.conditions import compile_condition, condition_facts
+    from nccl_doctor.engine.memory import FactRecord, Source
+
+    ckb = doctor.compiled
+    options = doctor.answer_options
+    source = Source("answer", "test")
+    rng = random.Random(15)
+    checked = grouped = 0
+    conditions = [rule.rule.when for rule in ckb.rules] + [f.asked_when for f in ckb.kb.facts.values()
+                                                            if f.get("asked_when") is not None]
+    for cond in conditions:
+        fast = compile_condition(cond, ckb.kb.facts)
+        plain = _looped_copy(fast)
+        grouped += plain is not fast
+        names = sorted(condition_facts(cond))
+        for _ in range(12):
+            memory = {}
+            for name in names:
+                fact = ckb.kb.facts[name]
+                values = list(options.get(name, [])) or ([True, False] if fact.type == "bool" else list(fact.choices) or ["x"])
+                if rng.random() < 0.75:
+                    value = rng.choice(values + ["other", 3])
+                    if type(value) is str and rng.random() < 0.3:
+                        value = value.upper()  # text tests compare without case
+                    memory[name] = FactRecord(name, value, source, rng.choice([1.0, 0.9, 0.55, 0.3, 0.0]))
+            got, want = fast(memory), plain(memory)
+            assert got == want and type(got[0]) is type(want[0]), (cond, memory)
+            checked += 1
+    assert grouped > 500 and checked > 10_000
+
+
+def test_chaining_that_starts_with_ready_rules_only_fires_the_same(doctor):
+    """An inference queues at its start only the rules whose needed facts are all known; queueing
+    every rule that reads a given fact (and skipping the others when they come up) fires the same
+    rules in the same order, with the same facts and evidence."""
+    import heapq
+
+    from nccl_doctor.engine.chaining import Inference, infer
+    from nccl_doctor.engine.memory import FactRecord, Source
+
+    ckb = doctor.compiled
+
+    def plain(base):
+        state = Inference(facts=dict(base))
+        rules = ckb.rules
+        heap = sorted({(rules[i].order, i) for i in set(ckb.absence_rules).union(
+            *(ckb.rules_by_fact.get(n, ()) for n in base))})
+        queued = {i for _, i in heap}
+        while heap:
+            _, index = heapq.heappop(heap)
+            queued.discard(index)
+            rule = rules[index]
+            if rule.id in state.fired_ids or not rule.needs <= state.facts.keys():
+                continue
+            truth, premise = rule.predicate(state.facts)
+            if truth is not True:
+                continue
+            state.fired_ids.add(rule.id)
+            used = tuple(sorted(n for n in rule.reads if n in state.facts))
+            state.fired.append((rule.id, premise, used))
+            for cause, strength in rule.evidence:
+                state.evidence.setdefault(cause, []).append((rule.id, strength * premise))
+            for name, value in rule.sets:
+                if name not in state.facts:
+                    state.facts[name] = FactRecord(name, value, Source("rule", rule.id), premise * rule.certainty, used)
+                    for dependent in ckb.rules_by_fact.get(name, ()):
+                        other = rules[dependent]
+                        if other.needs <= state.facts.keys() and dependent not in queued and other.id not in state.fired_ids:
+                            heapq.heappush(heap, (other.order, dependent))
+                            queued.add(dependent)
+        return state
+
+    compared = fired = 0
+    for incident_id in _spread(doctor, 3):
+        incident = doctor.kb.incidents[incident_id]
+        session = doctor.session()
+        session.tell(incident.reporter)
+        if incident.log:
+            session.add_log(incident.log.splitlines())
+        base = session._base()
+        fast, slow = infer(ckb, base), plain(base)
+        assert [tuple(f) for f in fast.fired] == slow.fired and fast.evidence == slow.evidence, incident_id
+        assert fast.facts == slow.facts and list(fast.facts) == list(slow.facts), incident_id
+        compared += 1
+        fired += len(slow.fired)
+    assert compared > 100 and fired > 500

@@ -129,6 +129,8 @@ def serve_main(argv: list[str]) -> int:
         print(f"diagnose serve: the knowledge base cannot be loaded:\n{exc}", file=sys.stderr)
         return 1
     frozen_after_start()
+    if workers and not app.state.engine.wait_ready(120):
+        print("warning: an engine worker has not started yet; the first requests may wait for it", file=sys.stderr)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     print(f"nccl-doctor API on http://{shown}:{port}  (OpenAPI: /openapi.json, docs: /docs; "

@@ -9,6 +9,11 @@ them.
 
 Fairness: a job with a large input (a log or text over ``HEAVY_CHARS`` characters) may occupy
 at most N-1 workers, so small turns are always served while big uploads queue.
+
+A small job is sent to its worker and its answer read on the event loop (the loop watches the
+worker's pipe); a thread waits for a worker only when none is idle (large jobs, a worker still
+starting, more jobs admitted than workers): handing every job to a thread and waking it was a
+quarter of the main process's CPU under load.
 """
 from __future__ import annotations
 
@@ -17,10 +22,11 @@ import gc
 import multiprocessing
 import os
 import queue
-import threading
+import struct
 import time
 import weakref
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +40,9 @@ from .work import JOBS
 __all__ = ["Engine", "HEAVY_CHARS", "frozen_after_start"]
 
 HEAVY_CHARS = 16_384
+#: A job whose message is larger is written to its worker from a thread: the pipe holds about
+#: this much, and a larger write would hold the event loop until the worker has read the rest.
+_LOOP_SEND_BYTES = 64 * 1024
 
 
 #: What a worker runs before it says it is ready: a turn with words and a log line, and a second
@@ -57,6 +66,7 @@ def _worker_main(conn: Connection, kb_dir: str | None, limits: Limits, parent: i
     from .. import load_doctor
 
     doctor = load_doctor(kb_dir)
+    doctor.prepare()
     for data in _WARM_UP:
         try:
             JOBS["turn"](doctor, None, data, limits)
@@ -140,7 +150,65 @@ class Engine:
     async def run(self, job: str, state: Any, data: dict[str, Any], *, heavy: bool = False) -> Any:
         """Run ``job`` on ``state`` off the event loop; an :class:`ApiError` when refused or stopped."""
         light, big = self._limiters()
+        if self.workers and not heavy:
+            async with light:
+                worker = self._idle_worker()
+                if worker is not None:
+                    return _outcome(*await self._run_on_loop(worker, job, state, data))
         return await anyio.to_thread.run_sync(self._run_blocking, job, state, data, limiter=big if heavy else light)
+
+    def _idle_worker(self) -> "_Worker | None":
+        """An idle worker that has said it is ready, or None (then a thread waits for one)."""
+        if self._closed:
+            return None
+        try:
+            worker = self._idle.get_nowait()
+        except queue.Empty:
+            return None
+        if not worker.ready and not worker.conn.poll(0):  # still starting: wait for it in a thread
+            self._idle.put(worker)
+            return None
+        try:
+            worker.wait_ready(0)
+        except (ApiError, EOFError, OSError):
+            self._idle.put(worker)  # the thread's path finds it broken and replaces it
+            return None
+        return worker
+
+    async def _run_on_loop(self, worker: "_Worker", job: str, state: Any, data: dict[str, Any]) -> tuple[str, Any]:
+        """Send a job to ``worker`` and read its answer on the event loop, within the budget; the
+        worker goes back to the idle ones, or is replaced when it overran or broke."""
+        loop = asyncio.get_running_loop()
+        answer = _Answer(loop, worker.conn.fileno())
+        replace = True
+        try:
+            payload = bytes(ForkingPickler.dumps((job, state, data)))
+            started = time.monotonic()
+            if len(payload) <= _LOOP_SEND_BYTES:
+                worker.conn.send_bytes(payload)
+            else:
+                await anyio.to_thread.run_sync(worker.conn.send_bytes, payload)
+            try:
+                message = await asyncio.wait_for(answer.start(), self.limits.budget_s + 0.5)
+            except asyncio.TimeoutError:
+                raise _over_budget(self.limits.budget_s, time.monotonic() - started) from None
+            replace = False
+            return ForkingPickler.loads(message)
+        except (EOFError, OSError):
+            raise ApiError(503, "an engine worker stopped unexpectedly; retry") from None
+        finally:
+            answer.close()
+            self._give_back(worker, replace)
+
+    def _give_back(self, worker: "_Worker", replace: bool) -> None:
+        if replace:
+            worker.kill()
+            if worker in self._all:
+                self._all.remove(worker)
+            if not self._closed:
+                self._add()
+        else:
+            self._idle.put(worker)
 
     def _run_blocking(self, job: str, state: Any, data: dict[str, Any]) -> Any:
         if not self.workers:
@@ -155,26 +223,31 @@ class Engine:
             worker.conn.send((job, state, data))
             if not worker.conn.poll(self.limits.budget_s + 0.5):
                 replace = True
-                raise ApiError(413, f"this request needed more than the {self.limits.budget_s:g} s of engine time "
-                               f"a request may use and was stopped after {time.monotonic() - started:.1f} s; "
-                               "send less text or a shorter log (the part around the first error)")
+                raise _over_budget(self.limits.budget_s, time.monotonic() - started)
             kind, result = worker.conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             replace = True
             raise ApiError(503, "an engine worker stopped unexpectedly; retry") from None
         finally:
-            if replace:
-                worker.kill()
-                self._all.remove(worker)
-                if not self._closed:
-                    self._add()
-            else:
-                self._idle.put(worker)
-        if kind == "ok":
-            return result
-        if kind == "refused":
-            raise ApiError(*result)
-        raise RuntimeError(f"engine worker: {result}")
+            self._give_back(worker, replace)
+        return _outcome(kind, result)
+
+    @property
+    def ready_workers(self) -> int:
+        """The workers that have said they are ready (all of them once :meth:`wait_ready` is done)."""
+        return sum(worker.ready for worker in self._all)
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until every worker has loaded the KB and warmed up (or ``timeout`` seconds in all);
+        whether they all have. Called before a server says it is listening, so that its first
+        clients do not wait for the start-up instead (seconds on a busy machine)."""
+        deadline = time.monotonic() + timeout
+        try:
+            for worker in list(self._all):
+                worker.wait_ready(max(0.0, deadline - time.monotonic()))
+        except (ApiError, EOFError, OSError):
+            return False
+        return True
 
     def close(self) -> None:
         """Stop every worker process."""
@@ -182,3 +255,80 @@ class Engine:
         for worker in self._all:
             worker.kill()
         self._all.clear()
+
+
+def _over_budget(budget_s: float, took_s: float) -> ApiError:
+    return ApiError(413, f"this request needed more than the {budget_s:g} s of engine time a request may use and "
+                    f"was stopped after {took_s:.1f} s; send less text or a shorter log (the part around the first error)")
+
+
+def _outcome(kind: str, result: Any) -> Any:
+    """A worker's answer as the job's result, or the error it stands for."""
+    if kind == "ok":
+        return result
+    if kind == "refused":
+        raise ApiError(*result)
+    raise RuntimeError(f"engine worker: {result}")
+
+
+class _Answer:
+    """One message from a worker's pipe (``multiprocessing.Connection``'s framing: a 4-byte
+    big-endian length, or -1 and an 8-byte one, then the bytes), read as it arrives while the
+    event loop watches the pipe: nothing blocks, however large the view."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int):
+        self._loop, self._fd = loop, fd
+        self._buffer = bytearray()
+        self._size: int | None = None
+        self._done: asyncio.Future[bytes] = loop.create_future()
+        self._watching = False
+
+    def start(self) -> "asyncio.Future[bytes]":
+        """Watch the pipe; the future is done with the message's bytes (or the pipe's error)."""
+        self._loop.add_reader(self._fd, self._readable)
+        self._watching = True
+        return self._done
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self._fd, max(1 << 16, (self._size or 0) - len(self._buffer) + 12))
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            return self._finish(exc)
+        if not chunk:
+            return self._finish(EOFError("the worker closed its pipe"))
+        self._buffer += chunk
+        if self._size is None:
+            if len(self._buffer) < 4:
+                return
+            size, = struct.unpack("!i", self._buffer[:4])
+            header = 4
+            if size == -1:
+                if len(self._buffer) < 12:
+                    return
+                size, = struct.unpack("!Q", self._buffer[4:12])
+                header = 12
+            del self._buffer[:header]
+            self._size = size
+        if len(self._buffer) > self._size:
+            return self._finish(OSError("the worker sent more than one answer"))
+        if len(self._buffer) == self._size:
+            self._finish(bytes(self._buffer))
+
+    def _finish(self, outcome: "bytes | BaseException") -> None:
+        self.close()
+        if not self._done.done():
+            if isinstance(outcome, BaseException):
+                self._done.set_exception(outcome)
+            else:
+                self._done.set_result(outcome)
+
+    def close(self) -> None:
+        if self._watching:
+            self._loop.remove_reader(self._fd)
+            self._watching = False
+            try:  # an event loop (uvloop) may have made the pipe non-blocking; the threads' path writes to it
+                os.set_blocking(self._fd, True)
+            except OSError:
+                pass

@@ -182,6 +182,7 @@ def create_app(doctor: Doctor | None = None, *, limits: Limits | None = None, wo
     @app.get("/healthz", summary="Liveness and what is loaded")
     def healthz() -> dict[str, Any]:
         return {"status": "ok", "version": __version__, "sessions": len(store), "workers": engine.workers,
+                "workers_ready": engine.ready_workers,
                 "kb": {"causes": len(kb.causes), "facts": len(kb.facts), "rules": len(kb.rules),
                        "signatures": len(kb.signatures), "symptoms": len(kb.symptoms)}}
 
