@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from .certainty import combine_all
+from .certainty import combine_evidence
 from .compiled import CompiledKB
 from .memory import FactRecord, Source
 
@@ -31,7 +31,7 @@ class Firing(NamedTuple):
 class Inference:
     """The result of chaining: all facts, the rules fired in order, evidence per cause."""
 
-    __slots__ = ("facts", "fired", "evidence", "fired_ids", "matched_words", "similar", "similar_by_cause")
+    __slots__ = ("facts", "fired", "evidence", "fired_ids", "matched_words", "similar", "similar_by_cause", "_roots")
 
     def __init__(self, facts: dict[str, FactRecord], fired: list[Firing] | None = None,
                  evidence: dict[str, list[tuple[str, float]]] | None = None, fired_ids: set[str] | None = None,
@@ -44,15 +44,27 @@ class Inference:
         self.matched_words = {} if matched_words is None else matched_words  # relevance evidence per cause
         self.similar = similar  # the similar incidents (engine.similarity.SimilarIncident), best first
         self.similar_by_cause = {} if similar_by_cause is None else similar_by_cause  # case-based evidence per cause
+        self._roots: tuple[int, dict[str, frozenset[str]]] | None = None  # see roots()
 
     def __repr__(self) -> str:
         return f"Inference({len(self.facts)} facts, {len(self.fired)} rules fired, {len(self.evidence)} causes)"
 
     def certainty(self, cause: str) -> float:
-        return combine_all(v for _, v in self.evidence.get(cause, ()))
+        return combine_evidence(self.evidence.get(cause, ()), self.roots)
 
     def certainties(self) -> dict[str, float]:
-        return {cause: combine_all(v for _, v in items) for cause, items in self.evidence.items()}
+        return {cause: combine_evidence(items, self.roots) for cause, items in self.evidence.items()}
+
+    def roots(self, rule_id: str) -> frozenset[str] | None:
+        """The facts a fired rule rests on: each fact a rule derived traced back through the facts
+        that rule read, down to those given (by the user, a log, a probe, an answer); None for
+        evidence that is not a fired rule. Kept per inference until another rule fires."""
+        kept = self._roots
+        if kept is None or kept[0] != len(self.fired):
+            facts, memo = self.facts, {}
+            kept = self._roots = (len(self.fired), {
+                f.rule: frozenset(name for read in f.facts for name in _given(facts, read, memo)) for f in self.fired})
+        return kept[1].get(rule_id)
 
     def copy(self) -> "Inference":
         return Inference(
@@ -64,6 +76,20 @@ class Inference:
             similar=self.similar,
             similar_by_cause=self.similar_by_cause,
         )
+
+
+def _given(facts: Mapping[str, FactRecord], name: str, memo: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The given facts behind ``name``: itself unless a rule derived it from other facts."""
+    found = memo.get(name)
+    if found is None:
+        memo[name] = frozenset((name,))  # a cycle ends here
+        record = facts.get(name)
+        if record is not None and record.source.kind == "rule" and record.because:
+            found = frozenset().union(*(_given(facts, read, memo) for read in record.because))
+        else:
+            found = frozenset((name,))
+        memo[name] = found
+    return found
 
 
 def infer(ckb: CompiledKB, base: Mapping[str, FactRecord]) -> Inference:

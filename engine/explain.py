@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from .certainty import combine
+from .certainty import REPEATED, combine, counted
 from .chaining import Inference
 from .compiled import CompiledKB
 from .memory import FactRecord
@@ -13,7 +13,14 @@ from .relevance import RELEVANCE
 from .results import How, HowStep, Why
 from .similarity import SIMILAR, similar_text
 
-__all__ = ["how", "why", "why_evidence", "fact_trace", "relevance_text"]
+__all__ = ["how", "why", "why_evidence", "fact_trace", "relevance_text", "repeats_text"]
+
+
+def repeats_text(stronger: str) -> str:
+    """What an explanation adds to a rule that repeats a stronger one (engine.certainty)."""
+    if not stronger:
+        return ""
+    return f" (counted at {REPEATED:.0%}: it rests only on facts that {stronger} already weighed)"
 
 
 def relevance_text(state: Inference, cause_id: str) -> str:
@@ -39,7 +46,7 @@ def how(ckb: CompiledKB, state: Inference, cause_id: str) -> How:
     cause = ckb.kb.causes[cause_id]
     firings = {f.rule: f for f in state.fired}
     rules = []
-    for rule_id, contribution in state.evidence.get(cause_id, []):
+    for rule_id, contribution, repeats in counted(state.evidence.get(cause_id, []), state.roots):
         if rule_id == RELEVANCE:
             rules.append({"rule": rule_id, "description": relevance_text(state, cause_id),
                           "defined_at": "engine/relevance.py", "contribution": round(contribution, 3), "facts": []})
@@ -55,7 +62,7 @@ def how(ckb: CompiledKB, state: Inference, cause_id: str) -> How:
         firing = firings[rule_id]
         rules.append({
             "rule": rule_id,
-            "description": rule.description,
+            "description": rule.description + repeats_text(repeats),
             "defined_at": ckb.kb.origin(f"rules:{rule_id}"),
             "contribution": round(contribution, 3),
             "facts": [fact_trace(state.facts, n).to_dict() for n in firing.facts],

@@ -13,10 +13,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from ..errors import InputTooLarge, SessionError, StateError, UnknownFact
-from .certainty import LEAD_THRESHOLD, RAISE_THRESHOLD
+from .certainty import LEAD_THRESHOLD, RAISE_THRESHOLD, counted
 from .chaining import Inference, infer
 from .explain import how as explain_how
-from .explain import relevance_text
+from .explain import relevance_text, repeats_text
 from .explain import why as explain_why
 from .explain import why_evidence
 from .language import LANGUAGES, cause_texts, detect, pick
@@ -642,7 +642,7 @@ class Session:
     def _evidence(self, state: Inference, cause_id: str) -> list[EvidenceItem]:
         firings = {f.rule: f for f in state.fired}
         items = []
-        for rule_id, contribution in state.evidence.get(cause_id, []):
+        for rule_id, contribution, repeats in counted(state.evidence.get(cause_id, []), state.roots):
             if rule_id == RELEVANCE:
                 items.append(EvidenceItem(rule_id, relevance_text(state, cause_id), round(contribution, 3), {}))
                 continue
@@ -657,7 +657,7 @@ class Session:
                 name: {"value": state.facts[name].value, "source": str(state.facts[name].source)}
                 for name in firings[rule_id].facts
             }
-            items.append(EvidenceItem(rule_id, rule.description, round(contribution, 3), facts))
+            items.append(EvidenceItem(rule_id, rule.description + repeats_text(repeats), round(contribution, 3), facts))
         return items
 
 

@@ -299,3 +299,62 @@ def test_rules_true_on_nothing_fire_at_start_and_others_wait_for_their_facts(tmp
     assert sorted(ids(session)) == ["x", "y", "z"]
     session.answer("b", False)
     assert ids(session) == []
+
+
+REPEATING_KB = """
+facts:
+  - {id: hang, type: bool}
+  - {id: multi, type: bool}
+  - {id: upgraded, type: bool}
+  - {id: stall, type: bool}
+  - {id: blue, type: bool}
+rules:
+  - id: stall_from_hang
+    when: {fact: hang}
+    then: {set: {stall: true}}
+  - {id: hang_for_x, when: {fact: hang}, then: {evidence: [{cause: x, strength: 0.2}]}}
+  - {id: stall_for_x, when: {fact: stall}, then: {evidence: [{cause: x, strength: 0.1}]}}
+  - {id: multi_hang_for_x, when: {all: [{fact: multi}, {fact: hang}]}, then: {evidence: [{cause: x, strength: 0.3}]}}
+  - {id: multi_upgrade_for_x, when: {all: [{fact: multi}, {fact: upgraded}]}, then: {evidence: [{cause: x, strength: 0.25}]}}
+  - {id: blue_against_x, when: {fact: blue}, then: {evidence: [{cause: x, strength: -0.2}]}}
+  - {id: blue_hang_against_x, when: {all: [{fact: blue}, {fact: hang}]}, then: {evidence: [{cause: x, strength: -0.1}]}}
+causes:
+  - {id: x, title: Cause X, area: network, explanation: X., fixes: [fx], references: ['https://example.org/x'], prior: 0.1}
+fixes:
+  - {id: fx, title: Fix X, steps: [fix it]}
+"""
+
+
+def test_a_rule_resting_on_facts_a_stronger_rule_read_counts_at_the_repeated_share(tmp_path):
+    from nccl_doctor.engine.certainty import REPEATED, combine_evidence
+
+    (tmp_path / "kb.yaml").write_text(REPEATING_KB)
+    doctor = Doctor(load_files([tmp_path / "kb.yaml"]))
+    s = doctor.session()
+    for fact in ("upgraded", "hang", "multi", "blue"):
+        s.set_fact(fact, True)
+    confidence = {d.id: d.confidence for d in s.diagnoses()}["x"]
+    # multi_hang_for_x (0.3) read {multi, hang}: hang_for_x and stall_for_x (stall is derived from
+    # hang) rest on nothing more and count at REPEATED; multi_upgrade_for_x reads 'upgraded', which
+    # no stronger rule read, and counts in full; evidence against is never discounted
+    expected = combine_all([0.3, 0.25, 0.2 * REPEATED, 0.1 * REPEATED, -0.2, -0.1])
+    assert confidence == pytest.approx(expected)
+    assert confidence < combine_all([0.3, 0.25, 0.2, 0.1, -0.2, -0.1])
+    # the same evidence in any order gives the same certainty; evidence that is no rule (None:
+    # word relevance, similar incidents) always counts in full
+    roots = {"a": frozenset({"hang"}), "b": frozenset({"hang", "multi"}), "c": frozenset({"hang"})}
+    items = [("a", 0.2), ("b", 0.3), ("words", 0.15), ("c", 0.2)]
+    assert combine_evidence(items, roots.get) == pytest.approx(combine_all([0.3, 0.1, 0.1, 0.15]))
+    assert combine_evidence(items[::-1], roots.get) == combine_evidence(items, roots.get)
+
+
+def test_a_lone_rule_and_unrelated_rules_count_in_full(tmp_path):
+    (tmp_path / "kb.yaml").write_text(REPEATING_KB)
+    doctor = Doctor(load_files([tmp_path / "kb.yaml"]))
+    s = doctor.session()
+    s.set_fact("multi", True)
+    s.set_fact("upgraded", True)
+    assert {d.id: d.confidence for d in s.diagnoses()}["x"] == pytest.approx(0.25)
+    s.set_fact("hang", True)  # hang and stall both rest on 'hang', which the strongest rule read too
+    assert {d.id: d.confidence for d in s.diagnoses()}["x"] == pytest.approx(
+        combine_all([0.3, 0.25, 0.1, 0.05]))
