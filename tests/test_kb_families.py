@@ -151,7 +151,8 @@ def _rank(leave_one_out, incident: dict) -> int | None:
 # 12's infrastructure cases at 26 % / 58 %, then 18 of 19 first; round 13's program and launch cases
 # at 35 % / 58 %, then 26 of 26 first; round 13's infrastructure cases at 41 % / 55 %, then 22 of 22
 # first; round 14's program and launch cases at 54 % / 81 %, then 25 of 25 first; round 14's infrastructure
-# cases at 42 % / 50 %, then 24 of 24 first).
+# cases at 42 % / 50 %, then 24 of 24 first; round 15's program and launch cases at 54 % / 67 %, then 20 of
+# 23 first).
 # Rounds 9-10's infrastructure cases are lower: several hold their deciding fact only in `knows`.
 @pytest.mark.parametrize("name, floor", [
     ("round-8-program.yaml", (0.85, 0.9)), ("round-8-launch.yaml", (0.85, 0.9)),
@@ -161,6 +162,7 @@ def _rank(leave_one_out, incident: dict) -> int | None:
     ("round-12-program.yaml", (0.95, 0.95)), ("round-12-infra.yaml", (0.9, 0.95)),
     ("round-13-program.yaml", (0.9, 0.95)), ("round-13-infra.yaml", (0.9, 0.95)),
     ("round-14-program.yaml", (0.9, 0.95)), ("round-14-infra.yaml", (0.9, 0.95)),
+    ("round-15-program.yaml", (0.85, 0.85)),
 ])
 def test_blind_round_incidents_floor(leave_one_out, name, floor):
     incidents = _incidents(name)
