@@ -154,7 +154,11 @@ def main() -> int:
         top0 = 100 * sum(r.ranks[0] == 0 for r in replays) / len(replays)
         print(f"{label:<16} {top0:6.1f}% {top1:6.1f}% {mean:7.2f} {reached:>4}/{len(replays):<3} {worse:5.1f}%")
     top1, mean, _, worse = summary(results["engine"], opts.max)
-    print(f"consultation: top1@5 {top1:.0f}% mean {mean:.1f} questions worse {worse:.0f}% ({len(incidents)} cases)")
+    made_worse = [r.incident for r in results["engine"] if r.worse()]
+    print(f"consultation: top1@5 {top1:.1f}% mean {mean:.2f} questions worse {len(made_worse)} "
+          f"({worse:.1f}%) of {len(incidents)} cases")
+    for incident in made_worse:  # the target is none: name them, a rounded 0 % hid three
+        print(f"  made worse by the answers: {incident}")
     return 0
 
 
