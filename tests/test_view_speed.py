@@ -357,7 +357,7 @@ def test_fuzzy_phrase_words_found_from_the_vocabulary_equal_comparing_each_word(
     from nccl_doctor.engine.matching import _prepared, _TextIndex, tokens
 
     fuzzy._imported()
-    _, _, vocabulary = _prepared(doctor.compiled)
+    vocabulary = _prepared(doctor.compiled).vocabulary
     found = 0
     for incident in doctor.kb.incidents.values():
         for text in (incident.reporter, incident.log or ""):
@@ -427,7 +427,8 @@ def test_a_phrase_word_said_not_to_occur_has_no_occurrence(doctor):
     from nccl_doctor.engine.matching import _prepared, _TextIndex, tokens
 
     fuzzy._imported()
-    _, symptoms, vocabulary = _prepared(doctor.compiled)
+    prepared = _prepared(doctor.compiled)
+    symptoms, vocabulary = prepared.symptoms, prepared.vocabulary
     phrase_words = {w for _, _, phrases in symptoms for *_, words in phrases for w in words}
     ruled_out = 0
     for incident in doctor.kb.incidents.values():
@@ -440,6 +441,48 @@ def test_a_phrase_word_said_not_to_occur_has_no_occurrence(doctor):
                         ruled_out += 1
     assert ruled_out > 100_000
 
+
+
+def test_may_occur_among_a_set_answers_as_may_occur_does_word_by_word(doctor):
+    from nccl_doctor.engine import fuzzy
+    from nccl_doctor.engine.matching import _FUZZY_LIMIT, _prepared, _TextIndex, tokens
+
+    prepared = _prepared(doctor.compiled)
+    words = prepared.first_words | {"x" * 300, "zzzzzz", "nccl", "hangs"}
+    checked = 0
+    for incident in list(doctor.kb.incidents.values())[::3]:
+        for text in (incident.reporter, incident.log or ""):
+            for typos in (True, False):
+                index = _TextIndex(tokens(text), prepared.vocabulary)
+                if not typos:  # as when rapidfuzz is not in or the text has too many words
+                    index._possible_words()
+                    index._typos_known = False
+                assert index.may_occur_among(frozenset(words)) == {w for w in words if index.may_occur(w)}
+                checked += 1
+    many = _TextIndex([f"w{i}" for i in range(_FUZZY_LIMIT + 1)], prepared.vocabulary)
+    assert many.may_occur_among(frozenset(words)) == {w for w in words if many.may_occur(w)}
+    assert fuzzy._rapidfuzz is not None and checked > 300
+
+
+def test_matching_only_the_candidate_symptoms_finds_what_trying_every_symptom_finds(doctor, monkeypatch):
+    """A text is matched against the symptoms a gate literal (of each needle group) or a phrase's
+    first word lets through; trying every symptom and every pattern finds the same matches, on
+    every incident description and answer and the KB's examples."""
+    from nccl_doctor.engine import matching
+
+    ckb = doctor.compiled
+    prepared = matching._prepared(ckb)
+    texts = [i.reporter for i in doctor.kb.incidents.values()] + [
+        example.get("text") for item in doctor.kb.symptoms.values()
+        for example in list(item.examples.fires) + list(item.examples.silent) if example.get("text")]
+    fast = [matching.match_symptoms(ckb, text) for text in texts]
+    every = prepared._replace(
+        always=frozenset(range(len(prepared.symptoms))),
+        gate_groups={(g.symptom, g.index): () for _, gates, _ in prepared.symptoms for g in gates})
+    monkeypatch.setitem(matching._PREPARED, id(ckb.symptom_patterns), (ckb.symptom_patterns, every))
+    monkeypatch.setattr(matching._TextIndex, "may_occur_among", lambda self, words: set(words))
+    assert [matching.match_symptoms(ckb, text) for text in texts] == fast
+    assert sum(map(len, fast)) > 1000
 
 
 def test_a_prepared_doctor_compiles_nothing_later_and_answers_the_same(doctor):
