@@ -37,6 +37,7 @@ _FUZZY_LIMIT = 20_000  # unique words; beyond this only exact and prefix matches
 _MAX_STARTS = 2_000
 _PATTERN_LINE_CHARS = 2_000
 _CLOSE = 85  # the ratio (0-100) at which a text word is a typo of a phrase word
+_CJK_CUTOFF = 85  # the partial ratio (0-100) at which a CJK phrase matches fuzzily
 LAST_ERROR = "Last error:"
 _RANK_PREFIX = re.compile(r"^\s*(\[(default)?\d+\]:\s*)?\[rank\d+\]:\s*")
 
@@ -266,8 +267,8 @@ def _cjk_score(phrase: str, text: str, fine_cancels: bool = False, chars: Counte
     if phrase in text:
         return 0.0
     if len(phrase) >= 4:
-        score = partial_ratio(phrase, text, 85, chars)
-        if score >= 85:
+        score = partial_ratio(phrase, text, _CJK_CUTOFF, chars)
+        if score >= _CJK_CUTOFF:
             return score / 100
     return 0.0
 
@@ -287,7 +288,12 @@ class _Prepared(NamedTuple):
     symptoms: list[tuple]
     vocabulary: _Vocabulary
     by_needle: dict[str, tuple[int, ...]]  # a gate's needle -> the symptoms (positions) it gates
+    by_trigram: dict[str, tuple[str, ...]]  # the needles of 3+ characters by their first three
+    short_needles: tuple[str, ...]  # the others
     always: frozenset[int]  # symptoms with an ungated pattern or a CJK phrase: always tried
+    always_ascii: frozenset[int]  # of those, the ones that may match an ASCII text (see ascii_blind)
+    ascii_blind: frozenset[str]  # CJK phrases (lower case) that score 0 on an ASCII text as long
+    cjk_longest: int  # as the longest CJK phrase: the text lacks too many of their characters
     by_first_word: dict[str, tuple[int, ...]]  # a phrase's first word -> the symptoms with it
     first_words: frozenset[str]
     gate_groups: dict[tuple[str, int], tuple[frozenset[str], ...]]  # filled on a gate's first use
@@ -308,23 +314,43 @@ def _prepared(ckb: CompiledKB) -> _Prepared:
         vocabulary = _Vocabulary(w for _, _, phrases in symptoms for *_, words in phrases for w in words if len(w) >= 5)
         by_needle: dict[str, list[int]] = {}
         by_first_word: dict[str, list[int]] = {}
-        always = set()
+        always, always_ascii, ascii_blind = set(), set(), set()
         for i, (_, gates, phrases) in enumerate(symptoms):
             for gate in gates:
                 if not gate.needles:
                     always.add(i)
+                    always_ascii.add(i)
                 for needle in gate.needles:
                     by_needle.setdefault(needle, []).append(i)
-            for _, _, cjk, words in phrases:
+            for _, phrase_lower, cjk, words in phrases:
                 if cjk:
                     always.add(i)
+                    if _ascii_blind(phrase_lower):
+                        ascii_blind.add(phrase_lower)
+                    else:
+                        always_ascii.add(i)
                 elif words:
                     by_first_word.setdefault(words[0], []).append(i)
+        by_trigram: dict[str, list[str]] = {}
+        for needle in sorted(needles):
+            if len(needle) >= 3:
+                by_trigram.setdefault(needle[:3], []).append(needle)
         kept = _PREPARED[id(patterns)] = (patterns, _Prepared(
             needles, symptoms, vocabulary, {n: tuple(dict.fromkeys(v)) for n, v in by_needle.items()},
-            frozenset(always), {w: tuple(dict.fromkeys(v)) for w, v in by_first_word.items()},
-            frozenset(by_first_word), {}))
+            {g: tuple(v) for g, v in by_trigram.items()}, tuple(sorted(n for n in needles if len(n) < 3)),
+            frozenset(always), frozenset(always_ascii), frozenset(ascii_blind),
+            max((len(p) for _, _, phrases in symptoms for _, p, cjk, _ in phrases if cjk), default=0),
+            {w: tuple(dict.fromkeys(v)) for w, v in by_first_word.items()}, frozenset(by_first_word), {}))
     return kept[1]
+
+
+def _ascii_blind(phrase: str) -> bool:
+    """Whether a CJK phrase scores 0 (:func:`_cjk_score`) on every ASCII text at least as long as
+    it: such a text holds none of its k non-ASCII characters, so it is not in the text, and
+    partial_ratio aligns it with windows of w <= n characters sharing at most min(w, n - k) with
+    it, a ratio of at most 200 (n - k) / (2n - k), here under the 85 it needs."""
+    n, k = len(phrase), sum(not c.isascii() for c in phrase)
+    return 200 * (n - k) < _CJK_CUTOFF * (2 * n - k)
 
 
 def _gate_groups(ckb: CompiledKB, prepared: _Prepared, gate) -> tuple[frozenset[str], ...]:
@@ -359,10 +385,16 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     lines = [line[:_PATTERN_LINE_CHARS] for line in text.splitlines() if line.strip()]
     matches: list[SymptomMatch] = []
     chars: Counter[str] | None = None  # the text's characters, counted once for fuzzy CJK phrases
-    present = {n for n in prepared.needles if n in lowered}  # each literal looked for once
+    # each literal looked for once: those of 3+ characters only if the text has their first three
+    present = {n for n in prepared.short_needles if n in lowered}
+    by_trigram = prepared.by_trigram
+    for trigram in {lowered[i:i + 3] for i in range(len(lowered) - 2)}.intersection(by_trigram):
+        present.update(n for n in by_trigram[trigram] if n in lowered)
+    # CJK phrases that cannot score on this text, if it is ASCII (most are: see _ascii_blind)
+    blind = prepared.ascii_blind if lowered.isascii() and len(lowered) >= prepared.cjk_longest else frozenset()
     # The symptoms that may match: a gate's literal is in the text, or a phrase's first word may
     # occur in it (else every pattern is skipped and every phrase scores 0 below), or always tried.
-    candidates = set(prepared.always)
+    candidates = set(prepared.always_ascii if blind else prepared.always)
     for needle in present:
         candidates.update(prepared.by_needle[needle])
     by_first_word = prepared.by_first_word
@@ -399,6 +431,8 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
             blocked: frozenset[int] | None = None if symptom.unless else frozenset()
             for phrase, phrase_lower, cjk, phrase_words in phrases:
                 if cjk:
+                    if phrase_lower in blind:
+                        continue  # it scores 0 here
                     if chars is None:
                         chars = Counter(lowered)
                     score = _cjk_score(phrase_lower, lowered, symptom.fine_cancels, chars)

@@ -447,6 +447,7 @@ def test_may_occur_among_a_set_answers_as_may_occur_does_word_by_word(doctor):
     from nccl_doctor.engine import fuzzy
     from nccl_doctor.engine.matching import _FUZZY_LIMIT, _prepared, _TextIndex, tokens
 
+    fuzzy._imported()
     prepared = _prepared(doctor.compiled)
     words = prepared.first_words | {"x" * 300, "zzzzzz", "nccl", "hangs"}
     checked = 0
@@ -466,8 +467,10 @@ def test_may_occur_among_a_set_answers_as_may_occur_does_word_by_word(doctor):
 
 def test_matching_only_the_candidate_symptoms_finds_what_trying_every_symptom_finds(doctor, monkeypatch):
     """A text is matched against the symptoms a gate literal (of each needle group) or a phrase's
-    first word lets through; trying every symptom and every pattern finds the same matches, on
-    every incident description and answer and the KB's examples."""
+    first word lets through, looking for the literals by their first three characters and
+    leaving out CJK phrases that cannot score on ASCII text; trying every symptom, pattern,
+    phrase and literal finds the same matches, on every incident description and the KB's
+    examples."""
     from nccl_doctor.engine import matching
 
     ckb = doctor.compiled
@@ -477,12 +480,30 @@ def test_matching_only_the_candidate_symptoms_finds_what_trying_every_symptom_fi
         for example in list(item.examples.fires) + list(item.examples.silent) if example.get("text")]
     fast = [matching.match_symptoms(ckb, text) for text in texts]
     every = prepared._replace(
-        always=frozenset(range(len(prepared.symptoms))),
+        always=frozenset(range(len(prepared.symptoms))), always_ascii=frozenset(range(len(prepared.symptoms))),
+        ascii_blind=frozenset(), by_trigram={}, short_needles=tuple(prepared.needles),
         gate_groups={(g.symptom, g.index): () for _, gates, _ in prepared.symptoms for g in gates})
     monkeypatch.setitem(matching._PREPARED, id(ckb.symptom_patterns), (ckb.symptom_patterns, every))
     monkeypatch.setattr(matching._TextIndex, "may_occur_among", lambda self, words: set(words))
     assert [matching.match_symptoms(ckb, text) for text in texts] == fast
     assert sum(map(len, fast)) > 1000
+
+
+def test_a_cjk_phrase_left_out_on_ascii_text_scores_nothing_there(doctor):
+    """The CJK phrases matching leaves out on an ASCII text (at least as long as the longest of
+    them) lack too many of their characters to reach the fuzzy cutoff on any such text; checked
+    with rapidfuzz on every incident description and log line run."""
+    from nccl_doctor.engine import fuzzy
+    from nccl_doctor.engine.matching import _CJK_CUTOFF, _prepared
+
+    fuzz, _ = fuzzy._imported()
+    prepared = _prepared(doctor.compiled)
+    assert prepared.ascii_blind and prepared.always_ascii < prepared.always
+    texts = [t.lower() for i in doctor.kb.incidents.values() for t in (i.reporter, i.log or "")
+             if t.isascii() and len(t) >= prepared.cjk_longest]
+    texts += [t.replace(" ", "") for t in texts[:50]]
+    best = max(fuzz.partial_ratio(phrase, text) for phrase in prepared.ascii_blind for text in texts)
+    assert 0 < best < _CJK_CUTOFF and len(texts) > 500
 
 
 def test_a_prepared_doctor_compiles_nothing_later_and_answers_the_same(doctor):
