@@ -348,6 +348,37 @@ def test_one_added_fact_whose_rules_set_nothing_gives_the_chainings_consequences
     assert checked > 5000 and moved > 500
 
 
+def test_relevance_from_postings_equals_scoring_every_cause(doctor):
+    """BM25 relevance summed from per-term postings gives the floats, terms and cause order of
+    scoring every cause over every query term, on every incident description and log."""
+    from nccl_doctor.engine.relevance import _B, _K1, _terms
+
+    index = doctor.relevance
+
+    def plain(text):
+        query = sorted({t for t in _terms(text) if t in index._idf})
+        out = {}
+        for cause_id, doc in index._docs.items():
+            score, matched = 0.0, []
+            norm = _K1 * (1 - _B + _B * index._lengths[cause_id] / index._average)
+            for term in query:
+                tf = doc.get(term)
+                if tf:
+                    score += index._idf[term] * tf * (_K1 + 1) / (tf + norm)
+                    matched.append(term)
+            if score > 0:
+                out[cause_id] = (score, tuple(matched))
+        return out
+
+    scored = 0
+    for incident in doctor.kb.incidents.values():
+        for text in (incident.reporter, incident.log or "", incident.reporter + "\n" + incident.summary):
+            fast, expected = index.scores(text), plain(text)
+            assert fast == expected and list(fast) == list(expected), incident.id
+            scored += len(expected)
+    assert scored > 10_000
+
+
 # ------------------------------------------------------------------ symptom matching
 def test_fuzzy_phrase_words_found_from_the_vocabulary_equal_comparing_each_word(doctor):
     """With rapidfuzz in, a text's words are compared with the KB's phrase vocabulary once each;
