@@ -17,7 +17,7 @@ from .certainty import combine_evidence
 from .compiled import CompiledKB
 from .memory import FactRecord, Source
 
-__all__ = ["Firing", "Inference", "infer", "extend", "consequences", "ready_rules"]
+__all__ = ["Firing", "Inference", "infer", "extend", "consequences", "answers_evidence", "ready_rules"]
 
 
 class Firing(NamedTuple):
@@ -217,6 +217,23 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
     return added, evidence
 
 
+def answers_evidence(ckb: CompiledKB, state: Inference, name: str, records: Iterable[FactRecord],
+                     ready: Mapping[str, list[int]]) -> list[dict[str, list[float]]]:
+    """``[consequences(ckb, state, {name: r}, ready)[1] for r in records]``: the new evidence of
+    each answer to one fact, the facts copied once for all of them where nothing chains."""
+    pending = ready.get(name)
+    if not pending or name in state.facts:
+        return [{} for _ in records]
+    if not _readers(ckb)[1]:
+        return [consequences(ckb, state, {name: record}, ready)[1] for record in records]
+    rules, memory, out = ckb.rules, dict(state.facts), []
+    for record in records:
+        memory[name] = record
+        evidence = _evidence_on(rules, pending, memory)
+        out.append(evidence if evidence is not None else consequences(ckb, state, {name: record}, ready)[1])
+    return out
+
+
 def _evidence_of(rules, pending: list[int], facts: Mapping[str, FactRecord], name: str,
                  record: FactRecord) -> dict[str, list[float]] | None:
     """The evidence of ``consequences`` when one fact is added and none of the rules ready for it
@@ -226,6 +243,11 @@ def _evidence_of(rules, pending: list[int], facts: Mapping[str, FactRecord], nam
     follows: the caller takes the agenda's way, from the start)."""
     memory = dict(facts)
     memory[name] = record
+    return _evidence_on(rules, pending, memory)
+
+
+def _evidence_on(rules, pending: list[int], memory: Mapping[str, FactRecord]) -> dict[str, list[float]] | None:
+    """:func:`_evidence_of` on the facts with the new one already in ``memory`` (left as it is)."""
     evidence: dict[str, list[float]] = {}
     for index in pending:
         compiled = rules[index]
