@@ -297,16 +297,24 @@ class _Prepared(NamedTuple):
     by_first_word: dict[str, tuple[int, ...]]  # a phrase's first word -> the symptoms with it
     first_words: frozenset[str]
     gate_groups: dict[tuple[str, int], tuple[frozenset[str], ...]]  # filled on a gate's first use
+    groups_known: bool  # gate_groups holds every gate's, and the trigram index their literals
 
 
-def _prepared(ckb: CompiledKB) -> _Prepared:
+def prepare(ckb: CompiledKB) -> None:
+    """Read now what matching reads of the symptoms, with every gated pattern's needle groups
+    (a long-running process: a one-shot run parses only the patterns its text reaches)."""
+    _prepared(ckb, every_group=True)
+
+
+def _prepared(ckb: CompiledKB, every_group: bool = False) -> _Prepared:
     """What matching reads of the symptoms, read once per compiled KB: every literal of their
     gates; per symptom (in KB order) its gates and its phrases as matched (the phrase, its lower
     case, whether it is CJK, its words); the phrase words matched fuzzily; and the indexes that
-    find the few symptoms a text may match (by a gate's literal or a phrase's first word)."""
+    find the few symptoms a text may match (by a gate's literal or a phrase's first word). With
+    ``every_group``, each gated pattern's needle groups too (see :func:`_gate_groups`)."""
     patterns = ckb.symptom_patterns
     kept = _PREPARED.get(id(patterns))
-    if kept is None or kept[0] is not patterns:
+    if kept is None or kept[0] is not patterns or (every_group and not kept[1].groups_known):
         needles = frozenset(n for gates in patterns.values() for gate in gates for n in gate.needles)
         symptoms = [(symptom, patterns.get(symptom.id, ()),
                      tuple((phrase, phrase.lower(), *_phrase_words(phrase)) for phrase in symptom.phrases))
@@ -331,16 +339,24 @@ def _prepared(ckb: CompiledKB) -> _Prepared:
                         always_ascii.add(i)
                 elif words:
                     by_first_word.setdefault(words[0], []).append(i)
+        groups: dict[tuple[str, int], tuple[frozenset[str], ...]] = {}
+        if every_group:
+            for _, gates, _ in symptoms:
+                for gate in gates:
+                    if gate.needles:
+                        groups[(gate.symptom, gate.index)] = _other_groups(ckb, gate)
+        looked_for = needles.union(*(g for found in groups.values() for g in found))
         by_trigram: dict[str, list[str]] = {}
-        for needle in sorted(needles):
+        for needle in sorted(looked_for):
             if len(needle) >= 3:
                 by_trigram.setdefault(needle[:3], []).append(needle)
         kept = _PREPARED[id(patterns)] = (patterns, _Prepared(
             needles, symptoms, vocabulary, {n: tuple(dict.fromkeys(v)) for n, v in by_needle.items()},
-            {g: tuple(v) for g, v in by_trigram.items()}, tuple(sorted(n for n in needles if len(n) < 3)),
+            {g: tuple(v) for g, v in by_trigram.items()}, tuple(sorted(n for n in looked_for if len(n) < 3)),
             frozenset(always), frozenset(always_ascii), frozenset(ascii_blind),
             max((len(p) for _, _, phrases in symptoms for _, p, cjk, _ in phrases if cjk), default=0),
-            {w: tuple(dict.fromkeys(v)) for w, v in by_first_word.items()}, frozenset(by_first_word), {}))
+            {w: tuple(dict.fromkeys(v)) for w, v in by_first_word.items()}, frozenset(by_first_word), groups,
+            every_group))
     return kept[1]
 
 
@@ -359,10 +375,13 @@ def _gate_groups(ckb: CompiledKB, prepared: _Prepared, gate) -> tuple[frozenset[
     key = (gate.symptom, gate.index)
     groups = prepared.gate_groups.get(key)
     if groups is None:
-        pattern = ckb.kb.symptoms[gate.symptom].patterns[gate.index]
-        groups = prepared.gate_groups[key] = tuple(frozenset(g) for g in needle_groups(pattern)
-                                                   if set(g) != set(gate.needles))
+        groups = prepared.gate_groups[key] = _other_groups(ckb, gate)
     return groups
+
+
+def _other_groups(ckb: CompiledKB, gate) -> tuple[frozenset[str], ...]:
+    pattern = ckb.kb.symptoms[gate.symptom].patterns[gate.index]
+    return tuple(frozenset(g) for g in needle_groups(pattern) if set(g) != set(gate.needles))
 
 
 @functools.lru_cache(maxsize=16_384)
@@ -395,13 +414,16 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     # The symptoms that may match: a gate's literal is in the text, or a phrase's first word may
     # occur in it (else every pattern is skipped and every phrase scores 0 below), or always tried.
     candidates = set(prepared.always_ascii if blind else prepared.always)
+    by_needle = prepared.by_needle
     for needle in present:
-        candidates.update(prepared.by_needle[needle])
+        if needle in by_needle:  # (present also holds the other groups' literals, once prepared)
+            candidates.update(by_needle[needle])
     by_first_word = prepared.by_first_word
     first_words = index.may_occur_among(prepared.first_words)  # the first words may_occur() allows
     for word in first_words:
         candidates.update(by_first_word[word])
     looked: dict[str, bool] = {}  # the other literals of a gated pattern, each looked for once
+    groups_known, gate_groups = prepared.groups_known, prepared.gate_groups
     occurrences = index.occurrences
     contrasts: list[SymptomMatch] = []  # matches only in a clause about the setup that works
     for position in sorted(candidates):
@@ -412,9 +434,12 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
             if gate.needles:
                 if present.isdisjoint(gate.needles):
                     continue  # no match can lack all of its literals: skip compiling it
-                if not all(any(looked[n] if n in looked else looked.setdefault(n, n in lowered) for n in group)
-                           for group in _gate_groups(ckb, prepared, gate)):
-                    continue  # nor all of another part's literals
+                if groups_known:  # nor all of another part's literals
+                    if not all(not present.isdisjoint(group) for group in gate_groups[(gate.symptom, gate.index)]):
+                        continue
+                elif not all(any(looked[n] if n in looked else looked.setdefault(n, n in lowered) for n in group)
+                             for group in _gate_groups(ckb, prepared, gate)):
+                    continue
             regex = ckb.symptom_regexes[(gate.symptom, gate.index)]
             found, working = _first_standing(ckb, regex, lines, symptom)
             if found:

@@ -510,11 +510,16 @@ def test_matching_only_the_candidate_symptoms_finds_what_trying_every_symptom_fi
     from nccl_doctor.engine import matching
 
     ckb = doctor.compiled
-    prepared = matching._prepared(ckb)
+    monkeypatch.delitem(matching._PREPARED, id(ckb.symptom_patterns), raising=False)
+    prepared = matching._prepared(ckb)  # gate needle groups read as texts reach them
     texts = [i.reporter for i in doctor.kb.incidents.values()] + [
         example.get("text") for item in doctor.kb.symptoms.values()
         for example in list(item.examples.fires) + list(item.examples.silent) if example.get("text")]
     fast = [matching.match_symptoms(ckb, text) for text in texts]
+    monkeypatch.delitem(matching._PREPARED, id(ckb.symptom_patterns))
+    matching.prepare(ckb)  # every gate's needle groups read up front, their literals in the index
+    assert matching._prepared(ckb).groups_known and not prepared.groups_known
+    assert [matching.match_symptoms(ckb, text) for text in texts] == fast
     every = prepared._replace(
         always=frozenset(range(len(prepared.symptoms))), always_ascii=frozenset(range(len(prepared.symptoms))),
         ascii_blind=frozenset(), by_trigram={}, short_needles=tuple(prepared.needles),
