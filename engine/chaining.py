@@ -184,6 +184,15 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
         return added, evidence
     memory = dict(state.facts)  # a plain copy: dict lookups in C beat any overlay
     memory.update(added)
+    _agenda(ckb, done, memory, added, pending, trusted, fired, evidence)
+    return added, evidence
+
+
+def _agenda(ckb: CompiledKB, done: set[str], memory: dict[str, FactRecord], added: dict[str, FactRecord],
+            pending: list[int], trusted: set[int], fired: set[str], evidence: dict[str, list[float]]) -> None:
+    """Chain from the rules ``pending`` (in agenda order) to a fixpoint, adding to ``memory``,
+    ``added``, ``fired`` and ``evidence``; rules in ``trusted`` need no check of their facts."""
+    rules = ckb.rules
     readers = _readers(ckb)[0]
     heap = [(rules[i].order, i) for i in pending]
     queued = set(pending)
@@ -214,7 +223,6 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
                 if others <= known and dependent not in queued and rule_id not in done and rule_id not in fired:
                     heapq.heappush(heap, (rules[dependent].order, dependent))
                     queued.add(dependent)
-    return added, evidence
 
 
 def answers_evidence(ckb: CompiledKB, state: Inference, name: str, records: Iterable[FactRecord],
@@ -229,8 +237,23 @@ def answers_evidence(ckb: CompiledKB, state: Inference, name: str, records: Iter
     rules, memory, out = ckb.rules, dict(state.facts), []
     for record in records:
         memory[name] = record
-        evidence = _evidence_on(rules, pending, memory)
-        out.append(evidence if evidence is not None else consequences(ckb, state, {name: record}, ready)[1])
+        evidence: dict[str, list[float]] = {}
+        fired: set[str] = set()
+        for position, index in enumerate(pending):
+            compiled = rules[index]
+            truth, premise = compiled.predicate(memory)
+            if truth is not True:
+                continue
+            if any(set_name not in memory for set_name, _ in compiled.sets):
+                # it sets a new fact: chaining follows, from this rule on, as the agenda would
+                # from the start (the rules before it set nothing new, so nothing was queued)
+                _agenda(ckb, state.fired_ids, dict(memory), {name: record}, pending[position:], set(pending),
+                        fired, evidence)
+                break
+            fired.add(compiled.id)
+            for cause, strength in compiled.evidence:
+                evidence.setdefault(cause, []).append(strength * premise)
+        out.append(evidence)
     return out
 
 
