@@ -46,7 +46,7 @@ class RelevanceIndex:
 
     def __init__(self, kb: KnowledgeBase | None = None, *, state: tuple | None = None):
         """Index ``kb``, or take the :meth:`state` of an index built earlier (the KB cache keeps one)."""
-        self._postings: dict[str, list[tuple[int, int]]] | None = None  # see _postings_table
+        self._postings: dict[str, list[tuple[int, float]]] | None = None  # see _postings_table
         if state is not None:
             self._docs, self._lengths, self._average, self._idf = state
             return
@@ -72,13 +72,11 @@ class RelevanceIndex:
         """BM25 score of the text against each cause, with the terms that matched (causes in
         the index's order; each score summed over the query's terms in sorted order)."""
         query = sorted({t for t in _terms(text) if t in self._idf})
-        causes, norms, postings = self._postings_table()
+        causes, postings = self._postings_table()
         found: dict[int, tuple[float, list[str]]] = {}
         for term in query:  # only the causes whose text holds the term
-            idf = self._idf[term]
-            for position, tf in postings[term]:
+            for position, score in postings[term]:
                 kept = found.get(position)
-                score = idf * tf * (_K1 + 1) / (tf + norms[position])
                 if kept is None:
                     found[position] = (0.0 + score, [term])
                 else:
@@ -87,18 +85,19 @@ class RelevanceIndex:
         return {causes[position]: (score, tuple(matched)) for position, (score, matched) in sorted(found.items())
                 if score > 0}
 
-    def _postings_table(self) -> tuple[list[str], list[float], dict[str, list[tuple[int, int]]]]:
-        """The causes in order, each one's length norm, and per term (cause position, count)."""
+    def _postings_table(self) -> tuple[list[str], dict[str, list[tuple[int, float]]]]:
+        """The causes in order, and per term the causes (positions) whose text holds it with the
+        term's BM25 score for each (a function of the term and the cause alone)."""
         if self._postings is None:
             causes = list(self._docs)
-            self._norms = [_K1 * (1 - _B + _B * self._lengths[c] / self._average) for c in causes]
-            postings: dict[str, list[tuple[int, int]]] = {}
+            postings: dict[str, list[tuple[int, float]]] = {}
             for position, cause_id in enumerate(causes):
+                norm = _K1 * (1 - _B + _B * self._lengths[cause_id] / self._average)
                 for term, tf in self._docs[cause_id].items():
-                    if tf:
-                        postings.setdefault(term, []).append((position, tf))
+                    if tf and term in self._idf:
+                        postings.setdefault(term, []).append((position, self._idf[term] * tf * (_K1 + 1) / (tf + norm)))
             self._causes, self._postings = causes, postings
-        return self._causes, self._norms, self._postings
+        return self._causes, self._postings
 
     def evidence(self, texts: Iterable[str]) -> dict[str, tuple[float, tuple[str, ...]]]:
         """Evidence strength and matched terms per cause for what the user said."""
