@@ -17,7 +17,7 @@ from .certainty import combine_evidence
 from .compiled import CompiledKB
 from .memory import FactRecord, Source
 
-__all__ = ["Firing", "Inference", "infer", "extend", "consequences", "ready_rules"]
+__all__ = ["Firing", "Inference", "infer", "extend", "consequences", "answers_evidence", "ready_rules"]
 
 
 class Firing(NamedTuple):
@@ -184,6 +184,15 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
         return added, evidence
     memory = dict(state.facts)  # a plain copy: dict lookups in C beat any overlay
     memory.update(added)
+    _agenda(ckb, done, memory, added, pending, trusted, fired, evidence)
+    return added, evidence
+
+
+def _agenda(ckb: CompiledKB, done: set[str], memory: dict[str, FactRecord], added: dict[str, FactRecord],
+            pending: list[int], trusted: set[int], fired: set[str], evidence: dict[str, list[float]]) -> None:
+    """Chain from the rules ``pending`` (in agenda order) to a fixpoint, adding to ``memory``,
+    ``added``, ``fired`` and ``evidence``; rules in ``trusted`` need no check of their facts."""
+    rules = ckb.rules
     readers = _readers(ckb)[0]
     heap = [(rules[i].order, i) for i in pending]
     queued = set(pending)
@@ -214,7 +223,38 @@ def consequences(ckb: CompiledKB, state: Inference, new: Mapping[str, FactRecord
                 if others <= known and dependent not in queued and rule_id not in done and rule_id not in fired:
                     heapq.heappush(heap, (rules[dependent].order, dependent))
                     queued.add(dependent)
-    return added, evidence
+
+
+def answers_evidence(ckb: CompiledKB, state: Inference, name: str, records: Iterable[FactRecord],
+                     ready: Mapping[str, list[int]]) -> list[dict[str, list[float]]]:
+    """``[consequences(ckb, state, {name: r}, ready)[1] for r in records]``: the new evidence of
+    each answer to one fact, the facts copied once for all of them where nothing chains."""
+    pending = ready.get(name)
+    if not pending or name in state.facts:
+        return [{} for _ in records]
+    if not _readers(ckb)[1]:
+        return [consequences(ckb, state, {name: record}, ready)[1] for record in records]
+    rules, memory, out = ckb.rules, dict(state.facts), []
+    for record in records:
+        memory[name] = record
+        evidence: dict[str, list[float]] = {}
+        fired: set[str] = set()
+        for position, index in enumerate(pending):
+            compiled = rules[index]
+            truth, premise = compiled.predicate(memory)
+            if truth is not True:
+                continue
+            if any(set_name not in memory for set_name, _ in compiled.sets):
+                # it sets a new fact: chaining follows, from this rule on, as the agenda would
+                # from the start (the rules before it set nothing new, so nothing was queued)
+                _agenda(ckb, state.fired_ids, dict(memory), {name: record}, pending[position:], set(pending),
+                        fired, evidence)
+                break
+            fired.add(compiled.id)
+            for cause, strength in compiled.evidence:
+                evidence.setdefault(cause, []).append(strength * premise)
+        out.append(evidence)
+    return out
 
 
 def _evidence_of(rules, pending: list[int], facts: Mapping[str, FactRecord], name: str,
@@ -226,6 +266,11 @@ def _evidence_of(rules, pending: list[int], facts: Mapping[str, FactRecord], nam
     follows: the caller takes the agenda's way, from the start)."""
     memory = dict(facts)
     memory[name] = record
+    return _evidence_on(rules, pending, memory)
+
+
+def _evidence_on(rules, pending: list[int], memory: Mapping[str, FactRecord]) -> dict[str, list[float]] | None:
+    """:func:`_evidence_of` on the facts with the new one already in ``memory`` (left as it is)."""
     evidence: dict[str, list[float]] = {}
     for index in pending:
         compiled = rules[index]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ..kb.artifact import KnowledgeBase
 from .compiled import CompiledKB, compile_kb
 from .consult_model import ConsultModel
+from .matching import prepare as prepare_matching
 from .questions import answer_options
 from .relevance import RelevanceIndex
 from .similarity import IncidentIndex
@@ -75,6 +76,7 @@ class Doctor:
         regex and condition, read every KB item and build the indexes. For a long-running
         process that serves many sessions; a one-shot run is faster without it."""
         self._ckb.prepare()
+        prepare_matching(self._ckb)
         kb = self.kb
         for section in ("facts", "causes", "rules", "fixes", "symptoms", "signatures"):
             items = kb.get(section, {})

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from . import fuzzy
+from ..kb.needles import needle_groups
 from .compiled import CompiledKB
 from .fuzzy import close_words, partial_ratio
 from .negation import fine_after, fine_before, negated_span, negated_words
@@ -36,6 +37,7 @@ _FUZZY_LIMIT = 20_000  # unique words; beyond this only exact and prefix matches
 _MAX_STARTS = 2_000
 _PATTERN_LINE_CHARS = 2_000
 _CLOSE = 85  # the ratio (0-100) at which a text word is a typo of a phrase word
+_CJK_CUTOFF = 85  # the partial ratio (0-100) at which a CJK phrase matches fuzzily
 LAST_ERROR = "Last error:"
 _RANK_PREFIX = re.compile(r"^\s*(\[(default)?\d+\]:\s*)?\[rank\d+\]:\s*")
 
@@ -89,6 +91,18 @@ class _Vocabulary:
         self.longest = max(map(len, self.words), default=0)
         self._sorted = sorted(self.words)
         self._near: dict[str, list[tuple[str, float]]] = {}
+        self._classes: dict[frozenset[str], tuple[frozenset[str], frozenset[str], frozenset[str]]] = {}
+
+    def classes(self, words: frozenset[str]) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+        """Of ``words``: those longer than any phrase word, those of 5+ letters, and those of 5+
+        letters that are no phrase word of the vocabulary (for :meth:`_TextIndex.may_occur_among`)."""
+        found = self._classes.get(words)
+        if found is None:
+            longest = max(self.longest, 4)
+            fives = frozenset(w for w in words if len(w) >= 5)
+            found = self._classes[words] = (frozenset(w for w in words if len(w) > longest), fives,
+                                            fives - self.words)
+        return found
 
     def near(self, text_word: str) -> list[tuple[str, float]]:
         """(phrase word, ratio) for each phrase word at least ``_CLOSE`` like ``text_word``."""
@@ -131,6 +145,23 @@ class _TextIndex:
             self._near = near
         return self._near.get(word, ())
 
+    def _possible_words(self) -> set[str]:
+        """The text's words, their prefixes of 4+ letters and (when known) the phrase words
+        they are typos of (see :meth:`may_occur`), found once."""
+        possible = self._possible
+        if possible is None:
+            vocabulary = self._vocabulary
+            assert vocabulary is not None
+            longest = max(vocabulary.longest, 4)  # a longer prefix is no phrase word
+            possible = self._possible = set(self.positions).union(
+                *({w[:k] for k in range(4, min(len(w), longest) + 1)} for w in self.unique))
+            self._typos_known = (fuzzy._rapidfuzz is not None and len(self.unique) <= _FUZZY_LIMIT
+                                 and bool(vocabulary.words))
+            if self._typos_known:  # the text's typos of the phrase vocabulary, found once
+                self._close_words(next(iter(vocabulary.words)))
+                possible.update(self._near)
+        return possible
+
     def may_occur(self, word: str) -> bool:
         """False only when :meth:`occurrences` of ``word`` is sure to be empty: it is no word of
         the text, no prefix (4+ letters) of one, and (5+ letters) no typo of one; one set lookup
@@ -140,21 +171,28 @@ class _TextIndex:
         vocabulary = self._vocabulary
         if vocabulary is None:  # no phrase vocabulary to bound the prefixes by: anything may
             return True
-        possible = self._possible
-        if possible is None:
-            longest = max(vocabulary.longest, 4)  # a longer prefix is no phrase word
-            possible = self._possible = set(self.positions).union(
-                *({w[:k] for k in range(4, min(len(w), longest) + 1)} for w in self.unique))
-            self._typos_known = (fuzzy._rapidfuzz is not None and len(self.unique) <= _FUZZY_LIMIT
-                                 and bool(vocabulary.words))
-            if self._typos_known:  # the text's typos of the phrase vocabulary, found once
-                self._close_words(next(iter(vocabulary.words)))
-                possible.update(self._near)
+        possible = self._possible_words()
         if word in possible or len(word) > max(vocabulary.longest, 4):
             return True  # (a word longer than the prefixes kept is no phrase word: not known)
         if len(word) < 5 or len(self.unique) > _FUZZY_LIMIT:
             return False
         return not (self._typos_known and word in vocabulary.words)  # else typos are found word by word
+
+    def may_occur_among(self, words: frozenset[str]) -> set[str]:
+        """``{w for w in words if self.may_occur(w)}`` (``words``: the same set every text, such
+        as the phrases' first words), by set operations."""
+        vocabulary = self._vocabulary
+        if vocabulary is None:
+            return set(words)
+        found = self._possible_words() & words
+        too_long, fives, fives_unknown = vocabulary.classes(words)
+        if len(self.unique) > _FUZZY_LIMIT:  # only words longer than the prefixes kept
+            found |= too_long
+        elif self._typos_known:  # and words of 5+ letters outside the vocabulary (typos unknown)
+            found |= too_long | fives_unknown
+        else:  # and every word of 5+ letters (its typos are found word by word)
+            found |= fives
+        return found
 
     def occurrences(self, word: str) -> list[tuple[int, float]]:
         """Sorted (position, score) of text words matching a phrase word."""
@@ -229,8 +267,8 @@ def _cjk_score(phrase: str, text: str, fine_cancels: bool = False, chars: Counte
     if phrase in text:
         return 0.0
     if len(phrase) >= 4:
-        score = partial_ratio(phrase, text, 85, chars)
-        if score >= 85:
+        score = partial_ratio(phrase, text, _CJK_CUTOFF, chars)
+        if score >= _CJK_CUTOFF:
             return score / 100
     return 0.0
 
@@ -240,23 +278,110 @@ def _is_cjk(phrase: str) -> bool:
     return not phrase.isascii() and any(lo <= ord(c) <= hi for c in phrase for lo, hi in _CJK_RANGES)
 
 
-_PREPARED: dict[int, tuple[object, tuple]] = {}
+_PREPARED: dict[int, tuple[object, "_Prepared"]] = {}
 
 
-def _prepared(ckb: CompiledKB) -> tuple[frozenset[str], list[tuple], _Vocabulary]:
+class _Prepared(NamedTuple):
+    """What matching reads of the symptoms, read once per compiled KB (see :func:`_prepared`)."""
+
+    needles: frozenset[str]
+    symptoms: list[tuple]
+    vocabulary: _Vocabulary
+    by_needle: dict[str, tuple[int, ...]]  # a gate's needle -> the symptoms (positions) it gates
+    by_trigram: dict[str, tuple[str, ...]]  # the needles of 3+ characters by their first three
+    short_needles: tuple[str, ...]  # the others
+    always: frozenset[int]  # symptoms with an ungated pattern or a CJK phrase: always tried
+    always_ascii: frozenset[int]  # of those, the ones that may match an ASCII text (see ascii_blind)
+    ascii_blind: frozenset[str]  # CJK phrases (lower case) that score 0 on an ASCII text as long
+    cjk_longest: int  # as the longest CJK phrase: the text lacks too many of their characters
+    by_first_word: dict[str, tuple[int, ...]]  # a phrase's first word -> the symptoms with it
+    first_words: frozenset[str]
+    gate_groups: dict[tuple[str, int], tuple[frozenset[str], ...]]  # filled on a gate's first use
+    groups_known: bool  # gate_groups holds every gate's, and the trigram index their literals
+
+
+def prepare(ckb: CompiledKB) -> None:
+    """Read now what matching reads of the symptoms, with every gated pattern's needle groups
+    (a long-running process: a one-shot run parses only the patterns its text reaches)."""
+    _prepared(ckb, every_group=True)
+
+
+def _prepared(ckb: CompiledKB, every_group: bool = False) -> _Prepared:
     """What matching reads of the symptoms, read once per compiled KB: every literal of their
     gates; per symptom (in KB order) its gates and its phrases as matched (the phrase, its lower
-    case, whether it is CJK, its words); the phrase words matched fuzzily."""
+    case, whether it is CJK, its words); the phrase words matched fuzzily; and the indexes that
+    find the few symptoms a text may match (by a gate's literal or a phrase's first word). With
+    ``every_group``, each gated pattern's needle groups too (see :func:`_gate_groups`)."""
     patterns = ckb.symptom_patterns
     kept = _PREPARED.get(id(patterns))
-    if kept is None or kept[0] is not patterns:
+    if kept is None or kept[0] is not patterns or (every_group and not kept[1].groups_known):
         needles = frozenset(n for gates in patterns.values() for gate in gates for n in gate.needles)
         symptoms = [(symptom, patterns.get(symptom.id, ()),
                      tuple((phrase, phrase.lower(), *_phrase_words(phrase)) for phrase in symptom.phrases))
                     for symptom in ckb.kb.symptoms.values()]
         vocabulary = _Vocabulary(w for _, _, phrases in symptoms for *_, words in phrases for w in words if len(w) >= 5)
-        kept = _PREPARED[id(patterns)] = (patterns, (needles, symptoms, vocabulary))
+        by_needle: dict[str, list[int]] = {}
+        by_first_word: dict[str, list[int]] = {}
+        always, always_ascii, ascii_blind = set(), set(), set()
+        for i, (_, gates, phrases) in enumerate(symptoms):
+            for gate in gates:
+                if not gate.needles:
+                    always.add(i)
+                    always_ascii.add(i)
+                for needle in gate.needles:
+                    by_needle.setdefault(needle, []).append(i)
+            for _, phrase_lower, cjk, words in phrases:
+                if cjk:
+                    always.add(i)
+                    if _ascii_blind(phrase_lower):
+                        ascii_blind.add(phrase_lower)
+                    else:
+                        always_ascii.add(i)
+                elif words:
+                    by_first_word.setdefault(words[0], []).append(i)
+        groups: dict[tuple[str, int], tuple[frozenset[str], ...]] = {}
+        if every_group:
+            for _, gates, _ in symptoms:
+                for gate in gates:
+                    if gate.needles:
+                        groups[(gate.symptom, gate.index)] = _other_groups(ckb, gate)
+        looked_for = needles.union(*(g for found in groups.values() for g in found))
+        by_trigram: dict[str, list[str]] = {}
+        for needle in sorted(looked_for):
+            if len(needle) >= 3:
+                by_trigram.setdefault(needle[:3], []).append(needle)
+        kept = _PREPARED[id(patterns)] = (patterns, _Prepared(
+            needles, symptoms, vocabulary, {n: tuple(dict.fromkeys(v)) for n, v in by_needle.items()},
+            {g: tuple(v) for g, v in by_trigram.items()}, tuple(sorted(n for n in looked_for if len(n) < 3)),
+            frozenset(always), frozenset(always_ascii), frozenset(ascii_blind),
+            max((len(p) for _, _, phrases in symptoms for _, p, cjk, _ in phrases if cjk), default=0),
+            {w: tuple(dict.fromkeys(v)) for w, v in by_first_word.items()}, frozenset(by_first_word), groups,
+            every_group))
     return kept[1]
+
+
+def _ascii_blind(phrase: str) -> bool:
+    """Whether a CJK phrase scores 0 (:func:`_cjk_score`) on every ASCII text at least as long as
+    it: such a text holds none of its k non-ASCII characters, so it is not in the text, and
+    partial_ratio aligns it with windows of w <= n characters sharing at most min(w, n - k) with
+    it, a ratio of at most 200 (n - k) / (2n - k), here under the 85 it needs."""
+    n, k = len(phrase), sum(not c.isascii() for c in phrase)
+    return 200 * (n - k) < _CJK_CUTOFF * (2 * n - k)
+
+
+def _gate_groups(ckb: CompiledKB, prepared: _Prepared, gate) -> tuple[frozenset[str], ...]:
+    """Every needle set of a gated pattern (:func:`kb.needles.needle_groups`), found on the
+    gate's first use: a pattern runs only when the text holds a literal of each."""
+    key = (gate.symptom, gate.index)
+    groups = prepared.gate_groups.get(key)
+    if groups is None:
+        groups = prepared.gate_groups[key] = _other_groups(ckb, gate)
+    return groups
+
+
+def _other_groups(ckb: CompiledKB, gate) -> tuple[frozenset[str], ...]:
+    pattern = ckb.kb.symptoms[gate.symptom].patterns[gate.index]
+    return tuple(frozenset(g) for g in needle_groups(pattern) if set(g) != set(gate.needles))
 
 
 @functools.lru_cache(maxsize=16_384)
@@ -271,22 +396,50 @@ def _phrase_words(phrase: str) -> tuple[bool, list[str]]:
 def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     """Every symptom the text mentions, best phrase per symptom, in KB order."""
     lowered = text.lower()
-    needles, symptoms, vocabulary = _prepared(ckb)
+    prepared = _prepared(ckb)
+    symptoms, vocabulary = prepared.symptoms, prepared.vocabulary
     index = _TextIndex(tokens(text), vocabulary)
     # Patterns see one line at a time, each cut to a bounded length, so no pattern can be
     # driven into long backtracking by a huge run of text.
     lines = [line[:_PATTERN_LINE_CHARS] for line in text.splitlines() if line.strip()]
     matches: list[SymptomMatch] = []
     chars: Counter[str] | None = None  # the text's characters, counted once for fuzzy CJK phrases
-    present = {n for n in needles if n in lowered}  # each literal looked for once
-    occurrences, may_occur = index.occurrences, index.may_occur
+    # each literal looked for once: those of 3+ characters only if the text has their first three
+    present = {n for n in prepared.short_needles if n in lowered}
+    by_trigram = prepared.by_trigram
+    for trigram in {lowered[i:i + 3] for i in range(len(lowered) - 2)}.intersection(by_trigram):
+        present.update(n for n in by_trigram[trigram] if n in lowered)
+    # CJK phrases that cannot score on this text, if it is ASCII (most are: see _ascii_blind)
+    blind = prepared.ascii_blind if lowered.isascii() and len(lowered) >= prepared.cjk_longest else frozenset()
+    # The symptoms that may match: a gate's literal is in the text, or a phrase's first word may
+    # occur in it (else every pattern is skipped and every phrase scores 0 below), or always tried.
+    candidates = set(prepared.always_ascii if blind else prepared.always)
+    by_needle = prepared.by_needle
+    for needle in present:
+        if needle in by_needle:  # (present also holds the other groups' literals, once prepared)
+            candidates.update(by_needle[needle])
+    by_first_word = prepared.by_first_word
+    first_words = index.may_occur_among(prepared.first_words)  # the first words may_occur() allows
+    for word in first_words:
+        candidates.update(by_first_word[word])
+    looked: dict[str, bool] = {}  # the other literals of a gated pattern, each looked for once
+    groups_known, gate_groups = prepared.groups_known, prepared.gate_groups
+    occurrences = index.occurrences
     contrasts: list[SymptomMatch] = []  # matches only in a clause about the setup that works
-    for symptom, gates, phrases in symptoms:
+    for position in sorted(candidates):
+        symptom, gates, phrases = symptoms[position]
         best: SymptomMatch | None = None
         contrast: SymptomMatch | None = None
         for gate in gates:
-            if gate.needles and present.isdisjoint(gate.needles):
-                continue  # no match can lack all of its literals: skip compiling it
+            if gate.needles:
+                if present.isdisjoint(gate.needles):
+                    continue  # no match can lack all of its literals: skip compiling it
+                if groups_known:  # nor all of another part's literals
+                    if not all(not present.isdisjoint(group) for group in gate_groups[(gate.symptom, gate.index)]):
+                        continue
+                elif not all(any(looked[n] if n in looked else looked.setdefault(n, n in lowered) for n in group)
+                             for group in _gate_groups(ckb, prepared, gate)):
+                    continue
             regex = ckb.symptom_regexes[(gate.symptom, gate.index)]
             found, working = _first_standing(ckb, regex, lines, symptom)
             if found:
@@ -303,10 +456,12 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
             blocked: frozenset[int] | None = None if symptom.unless else frozenset()
             for phrase, phrase_lower, cjk, phrase_words in phrases:
                 if cjk:
+                    if phrase_lower in blind:
+                        continue  # it scores 0 here
                     if chars is None:
                         chars = Counter(lowered)
                     score = _cjk_score(phrase_lower, lowered, symptom.fine_cancels, chars)
-                elif not phrase_words or not may_occur(phrase_words[0]) or not occurrences(phrase_words[0]):
+                elif not phrase_words or phrase_words[0] not in first_words or not occurrences(phrase_words[0]):
                     continue  # its first word is not in the text: it scores 0
                 else:
                     score = _phrase_score(phrase_words, index, symptom.fine_cancels)

@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
     from ..kb.schema import Condition, Fact
 from .certainty import combine
-from .chaining import Inference, consequences, extend, ready_rules
+from .chaining import Inference, answers_evidence, extend, ready_rules
 from .compiled import CompiledKB
 from .consult_model import ConsultModel, EvidenceReach
 from .language import fact_texts, pick
@@ -369,7 +369,7 @@ def rank_questions(
     certainties = state.certainties()
     beliefs = _Beliefs(ckb, certainties)
     skipped = set(skip)
-    scored: list[tuple[float, str, float, list[str]]] = []
+    scored: list[tuple[float, str, float, list[str] | None, list[dict[str, float]] | None]] = []
     facts = ckb.kb.facts
     candidates = []
     known, premises = state.facts, ckb.premises
@@ -391,12 +391,11 @@ def rank_questions(
         if rank >= SIMULATED:
             if relevance >= MIN_RELEVANCE:  # most are not: their reach is summed only when it counts
                 reachable = sum(map(mul, map(weight, bears_on), chance)) / total
-                scored.append((RELEVANCE_WEIGHT * reachable, fact_id, 0.0, sorted(model.bears_on[fact_id])))
+                scored.append((RELEVANCE_WEIGHT * reachable, fact_id, 0.0, None, None))  # separates: below
             continue
         moves: list[dict[str, float]] = []
         if ready.get(fact_id):  # else no rule can fire on any answer: nothing to simulate
-            for record in records:
-                _, evidence = consequences(ckb, state, {fact_id: record}, ready)
+            for evidence in answers_evidence(ckb, state, fact_id, records, ready):
                 move = {}
                 for cause, contributions in evidence.items():
                     now = certainties.get(cause, 0.0)
@@ -407,11 +406,10 @@ def rank_questions(
                         move[cause] = math.exp(SHARPNESS * _clamp(after - now, 2.0))
                 moves.append(move)
         gain = fact_gain(beliefs, moves, partial(model.known_given, fact_id))
-        separates = _separates(moves)
         if gain < MIN_GAIN and relevance < MIN_RELEVANCE:
             continue
         reachable = sum(map(mul, map(weight, bears_on), chance)) / total
-        scored.append((gain + RELEVANCE_WEIGHT * reachable, fact_id, gain, separates or sorted(model.bears_on[fact_id])))
+        scored.append((gain + RELEVANCE_WEIGHT * reachable, fact_id, gain, None, moves))  # separates: below
     if not by_probe:
         for fact_id in model.evidence:
             if fact_id in skipped or not askable(ckb, state, fact_id):
@@ -421,11 +419,14 @@ def rank_questions(
             relevance = beliefs.mass(reach.rate)
             if gain < MIN_GAIN and relevance < MIN_RELEVANCE:
                 continue
-            scored.append((gain + RELEVANCE_WEIGHT * relevance, fact_id, gain, sorted(reach.rate)))
-    scored.sort(key=lambda item: (-round(item[0], 6), item[1]))
+            scored.append((gain + RELEVANCE_WEIGHT * relevance, fact_id, gain, sorted(reach.rate), None))
     out = []
     weights = beliefs.w
-    for score, fact_id, _, separates in scored[:limit]:
+    # the first ``limit`` of scored.sort(key=...) (the keys are distinct: the same list); the
+    # causes a simulated question separates are found only for the questions returned
+    for score, fact_id, _, separates, moves in heapq.nsmallest(limit, scored, key=lambda item: (-round(item[0], 6), item[1])):
+        if separates is None:  # a yes/no or choice question: those its answers move, else all it bears on
+            separates = (_separates(moves) if moves else []) or sorted(model.bears_on[fact_id])
         # the LEADING first of sorted(separates, key=...): the keys are distinct, so the same list
         order = heapq.nsmallest(LEADING, separates, key=lambda c: (-weights.get(c, 0.0), c))
         out.append(make_question(facts[fact_id], score, order, lang))

@@ -46,6 +46,7 @@ class RelevanceIndex:
 
     def __init__(self, kb: KnowledgeBase | None = None, *, state: tuple | None = None):
         """Index ``kb``, or take the :meth:`state` of an index built earlier (the KB cache keeps one)."""
+        self._postings: dict[str, list[tuple[int, float]]] | None = None  # see _postings_table
         if state is not None:
             self._docs, self._lengths, self._average, self._idf = state
             return
@@ -68,20 +69,35 @@ class RelevanceIndex:
         return (self._docs, self._lengths, self._average, self._idf)
 
     def scores(self, text: str) -> dict[str, tuple[float, tuple[str, ...]]]:
-        """BM25 score of the text against each cause, with the terms that matched."""
+        """BM25 score of the text against each cause, with the terms that matched (causes in
+        the index's order; each score summed over the query's terms in sorted order)."""
         query = sorted({t for t in _terms(text) if t in self._idf})
-        out: dict[str, tuple[float, tuple[str, ...]]] = {}
-        for cause_id, doc in self._docs.items():
-            score, matched = 0.0, []
-            norm = _K1 * (1 - _B + _B * self._lengths[cause_id] / self._average)
-            for term in query:
-                tf = doc.get(term)
-                if tf:
-                    score += self._idf[term] * tf * (_K1 + 1) / (tf + norm)
-                    matched.append(term)
-            if score > 0:
-                out[cause_id] = (score, tuple(matched))
-        return out
+        causes, postings = self._postings_table()
+        found: dict[int, tuple[float, list[str]]] = {}
+        for term in query:  # only the causes whose text holds the term
+            for position, score in postings[term]:
+                kept = found.get(position)
+                if kept is None:
+                    found[position] = (0.0 + score, [term])
+                else:
+                    kept[1].append(term)
+                    found[position] = (kept[0] + score, kept[1])
+        return {causes[position]: (score, tuple(matched)) for position, (score, matched) in sorted(found.items())
+                if score > 0}
+
+    def _postings_table(self) -> tuple[list[str], dict[str, list[tuple[int, float]]]]:
+        """The causes in order, and per term the causes (positions) whose text holds it with the
+        term's BM25 score for each (a function of the term and the cause alone)."""
+        if self._postings is None:
+            causes = list(self._docs)
+            postings: dict[str, list[tuple[int, float]]] = {}
+            for position, cause_id in enumerate(causes):
+                norm = _K1 * (1 - _B + _B * self._lengths[cause_id] / self._average)
+                for term, tf in self._docs[cause_id].items():
+                    if tf and term in self._idf:
+                        postings.setdefault(term, []).append((position, self._idf[term] * tf * (_K1 + 1) / (tf + norm)))
+            self._causes, self._postings = causes, postings
+        return self._causes, self._postings
 
     def evidence(self, texts: Iterable[str]) -> dict[str, tuple[float, tuple[str, ...]]]:
         """Evidence strength and matched terms per cause for what the user said."""

@@ -12,7 +12,7 @@ import re
 from re import _constants as C  # noqa: N812 - the parser's opcodes
 from re import _parser
 
-__all__ = ["needles"]
+__all__ = ["needle_groups", "needles"]
 
 MIN_NEEDLE = 2  # single ASCII letters occur everywhere and prefilter nothing; a set of two-letter
 # alternatives ("pc", "tp") still spares compiling a pattern the text cannot match
@@ -30,6 +30,49 @@ def needles(pattern: str, *, ignore_case: bool = True) -> list[str]:
         return []
     found = _sequence(list(parsed))
     return sorted(found) if found else []
+
+
+def needle_groups(pattern: str, *, ignore_case: bool = True) -> list[list[str]]:
+    """Every needle set the pattern has, not only the most selective: each set (lower-cased,
+    sorted) has a literal in every match, one set per part of the pattern that every match
+    goes through (a literal run, a group, a repeated part, a choice whose every branch has one).
+    A text that lacks every literal of one of them cannot match; empty as :func:`needles` is."""
+    try:
+        parsed = _parser.parse(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error:
+        return []
+    groups: list[frozenset[str]] = []
+    _all_sets(list(parsed), groups)
+    return [sorted(g) for g in dict.fromkeys(groups)]
+
+
+def _all_sets(items: list, out: list[frozenset[str]]) -> None:
+    """Append to ``out`` each needle set of a sequence's parts (see :func:`needle_groups`)."""
+    run: list[str] = []
+
+    def close_run() -> None:
+        nonlocal run
+        if len(run) >= MIN_NEEDLE or run and any(ord(ch) > 0x2E7F for ch in run):
+            out.append(frozenset({"".join(run).lower()}))
+        run = []
+
+    for op, av in items:
+        if op is C.LITERAL:
+            run.append(chr(av))
+            continue
+        close_run()
+        if op is C.SUBPATTERN:
+            _all_sets(list(av[-1]), out)
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            if av[0] >= 1:
+                _all_sets(list(av[2]), out)
+        elif op is C.ATOMIC_GROUP:
+            _all_sets(list(av), out)
+        else:
+            found = _item(op, av)  # a choice: one set over its branches, else nothing
+            if found:
+                out.append(found)
+    close_run()
 
 
 def _better(a: _Needles, b: _Needles) -> _Needles:

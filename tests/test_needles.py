@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from nccl_doctor.kb.load import DATA_DIR, kb_files, load_files
-from nccl_doctor.kb.needles import needles
+from nccl_doctor.kb.needles import needle_groups, needles
 from nccl_doctor.kb.patterns import compile_pattern
 
 DEV_SET = Path(__file__).resolve().parents[2] / "shared" / "eval" / "dev.yaml"  # used when beside the checkout
@@ -57,4 +57,32 @@ def test_every_match_of_a_kb_symptom_pattern_contains_a_needle():
                     if found:
                         checked += 1
                         assert any(n in found.group(0).lower() for n in gate), (symptom.id, pattern, line)
+    assert checked > 500
+
+
+def test_every_needle_group_splits_the_pattern_where_a_match_must_pass():
+    assert needle_groups(r"\bwith\s+(2|two)\s+gpus?\b[^.\n]{0,20}\b(works|is fine)\b") == [
+        ["with"], ["gpu"], ["is fine", "works"]]
+    assert needle_groups(r"(hang)?\s*\d+") == []
+    assert needle_groups(r"\b(acs|iommu)\s+(enabled|on)\b") == [["acs", "iommu"], ["enabled", "on"]]
+    assert needles(r"\b(acs|iommu)\s+(enabled|on)\b") in needle_groups(r"\b(acs|iommu)\s+(enabled|on)\b")
+
+
+def test_every_match_of_a_kb_symptom_pattern_holds_a_literal_of_each_needle_group():
+    kb = load_files(kb_files(DATA_DIR), DATA_DIR)
+    texts = _texts(kb) + [i.reporter for i in kb.incidents.values()]
+    checked = 0
+    for symptom in kb.symptoms.values():
+        for pattern in symptom.patterns:
+            groups = needle_groups(pattern)
+            if len(groups) < 2:
+                continue
+            regex = compile_pattern(pattern, ignore_case=True)
+            for text in texts:
+                for line in text.splitlines():
+                    found = regex.search(line)
+                    if found:
+                        checked += 1
+                        matched = found.group(0).lower()
+                        assert all(any(n in matched for n in group) for group in groups), (symptom.id, pattern, line)
     assert checked > 500

@@ -238,7 +238,8 @@ def _ranked(session):
 
 def test_ranked_questions_are_those_of_the_plain_simulation(doctor, monkeypatch):
     """Question ranking simulates answers with shortcuts (only rules ready to fire, chaining that
-    copies facts alone, answers that move nothing skipped in the gain); on real incident texts,
+    copies facts alone, once for all the answers to a fact, answers that move nothing skipped in
+    the gain, the causes a question separates found only for those returned); on real incident texts,
     logs and answers it picks the same questions, with the same gains and causes, as simulating
     each answer by chaining a full copy of the inference."""
     from nccl_doctor.engine import questions
@@ -248,7 +249,8 @@ def test_ranked_questions_are_those_of_the_plain_simulation(doctor, monkeypatch)
         fast = _ranked(session)
         with monkeypatch.context() as plain:
             plain.setattr(questions, "ready_rules", _plain_ready_rules)
-            plain.setattr(questions, "consequences", _plain_consequences)
+            plain.setattr(questions, "answers_evidence", lambda ckb, state, name, records, ready: [
+                _plain_consequences(ckb, state, {name: record})[1] for record in records])
             plain.setattr(questions, "fact_gain", _plain_fact_gain)
             assert fast == _ranked(session)
         compared += len(fast)
@@ -327,7 +329,7 @@ def test_one_added_fact_whose_rules_set_nothing_gives_the_chainings_consequences
     """Simulating an answer whose ready rules that fire set no new fact tries each once, in agenda
     order, on a copy of the facts (else it chains as the agenda does); what it adds and the evidence per cause are those of chaining a full copy
     of the inference, and in the same order as the agenda's general path gives them."""
-    from nccl_doctor.engine.chaining import _readers, consequences, ready_rules
+    from nccl_doctor.engine.chaining import _readers, answers_evidence, consequences, ready_rules
 
     assert _readers(doctor.compiled)[1]  # this KB's rules read in agenda order: the short path is taken
     model = None
@@ -338,6 +340,9 @@ def test_one_added_fact_whose_rules_set_nothing_gives_the_chainings_consequences
         facts = [f for f in model.records if f not in state.facts]
         ready = ready_rules(doctor.compiled, state, facts)
         for fact_id in facts:
+            each = [consequences(doctor.compiled, state, {fact_id: record}, ready)[1] for record in model.records[fact_id]]
+            together = answers_evidence(doctor.compiled, state, fact_id, model.records[fact_id], ready)
+            assert together == each and [list(e) for e in together] == [list(e) for e in each], fact_id
             for record in model.records[fact_id]:
                 fast = consequences(doctor.compiled, state, {fact_id: record}, ready)
                 plain = _plain_consequences(doctor.compiled, state, {fact_id: record})
@@ -346,6 +351,37 @@ def test_one_added_fact_whose_rules_set_nothing_gives_the_chainings_consequences
                 checked += 1
                 moved += bool(fast[1])
     assert checked > 5000 and moved > 500
+
+
+def test_relevance_from_postings_equals_scoring_every_cause(doctor):
+    """BM25 relevance summed from per-term postings gives the floats, terms and cause order of
+    scoring every cause over every query term, on every incident description and log."""
+    from nccl_doctor.engine.relevance import _B, _K1, _terms
+
+    index = doctor.relevance
+
+    def plain(text):
+        query = sorted({t for t in _terms(text) if t in index._idf})
+        out = {}
+        for cause_id, doc in index._docs.items():
+            score, matched = 0.0, []
+            norm = _K1 * (1 - _B + _B * index._lengths[cause_id] / index._average)
+            for term in query:
+                tf = doc.get(term)
+                if tf:
+                    score += index._idf[term] * tf * (_K1 + 1) / (tf + norm)
+                    matched.append(term)
+            if score > 0:
+                out[cause_id] = (score, tuple(matched))
+        return out
+
+    scored = 0
+    for incident in doctor.kb.incidents.values():
+        for text in (incident.reporter, incident.log or "", incident.reporter + "\n" + incident.summary):
+            fast, expected = index.scores(text), plain(text)
+            assert fast == expected and list(fast) == list(expected), incident.id
+            scored += len(expected)
+    assert scored > 10_000
 
 
 # ------------------------------------------------------------------ symptom matching
@@ -357,7 +393,7 @@ def test_fuzzy_phrase_words_found_from_the_vocabulary_equal_comparing_each_word(
     from nccl_doctor.engine.matching import _prepared, _TextIndex, tokens
 
     fuzzy._imported()
-    _, _, vocabulary = _prepared(doctor.compiled)
+    vocabulary = _prepared(doctor.compiled).vocabulary
     found = 0
     for incident in doctor.kb.incidents.values():
         for text in (incident.reporter, incident.log or ""):
@@ -427,7 +463,8 @@ def test_a_phrase_word_said_not_to_occur_has_no_occurrence(doctor):
     from nccl_doctor.engine.matching import _prepared, _TextIndex, tokens
 
     fuzzy._imported()
-    _, symptoms, vocabulary = _prepared(doctor.compiled)
+    prepared = _prepared(doctor.compiled)
+    symptoms, vocabulary = prepared.symptoms, prepared.vocabulary
     phrase_words = {w for _, _, phrases in symptoms for *_, words in phrases for w in words}
     ruled_out = 0
     for incident in doctor.kb.incidents.values():
@@ -440,6 +477,74 @@ def test_a_phrase_word_said_not_to_occur_has_no_occurrence(doctor):
                         ruled_out += 1
     assert ruled_out > 100_000
 
+
+
+def test_may_occur_among_a_set_answers_as_may_occur_does_word_by_word(doctor):
+    from nccl_doctor.engine import fuzzy
+    from nccl_doctor.engine.matching import _FUZZY_LIMIT, _prepared, _TextIndex, tokens
+
+    fuzzy._imported()
+    prepared = _prepared(doctor.compiled)
+    words = prepared.first_words | {"x" * 300, "zzzzzz", "nccl", "hangs"}
+    checked = 0
+    for incident in list(doctor.kb.incidents.values())[::3]:
+        for text in (incident.reporter, incident.log or ""):
+            for typos in (True, False):
+                index = _TextIndex(tokens(text), prepared.vocabulary)
+                if not typos:  # as when rapidfuzz is not in or the text has too many words
+                    index._possible_words()
+                    index._typos_known = False
+                assert index.may_occur_among(frozenset(words)) == {w for w in words if index.may_occur(w)}
+                checked += 1
+    many = _TextIndex([f"w{i}" for i in range(_FUZZY_LIMIT + 1)], prepared.vocabulary)
+    assert many.may_occur_among(frozenset(words)) == {w for w in words if many.may_occur(w)}
+    assert fuzzy._rapidfuzz is not None and checked > 300
+
+
+def test_matching_only_the_candidate_symptoms_finds_what_trying_every_symptom_finds(doctor, monkeypatch):
+    """A text is matched against the symptoms a gate literal (of each needle group) or a phrase's
+    first word lets through, looking for the literals by their first three characters and
+    leaving out CJK phrases that cannot score on ASCII text; trying every symptom, pattern,
+    phrase and literal finds the same matches, on every incident description and the KB's
+    examples."""
+    from nccl_doctor.engine import matching
+
+    ckb = doctor.compiled
+    monkeypatch.delitem(matching._PREPARED, id(ckb.symptom_patterns), raising=False)
+    prepared = matching._prepared(ckb)  # gate needle groups read as texts reach them
+    texts = [i.reporter for i in doctor.kb.incidents.values()] + [
+        example.get("text") for item in doctor.kb.symptoms.values()
+        for example in list(item.examples.fires) + list(item.examples.silent) if example.get("text")]
+    fast = [matching.match_symptoms(ckb, text) for text in texts]
+    monkeypatch.delitem(matching._PREPARED, id(ckb.symptom_patterns))
+    matching.prepare(ckb)  # every gate's needle groups read up front, their literals in the index
+    assert matching._prepared(ckb).groups_known and not prepared.groups_known
+    assert [matching.match_symptoms(ckb, text) for text in texts] == fast
+    every = prepared._replace(
+        always=frozenset(range(len(prepared.symptoms))), always_ascii=frozenset(range(len(prepared.symptoms))),
+        ascii_blind=frozenset(), by_trigram={}, short_needles=tuple(prepared.needles),
+        gate_groups={(g.symptom, g.index): () for _, gates, _ in prepared.symptoms for g in gates})
+    monkeypatch.setitem(matching._PREPARED, id(ckb.symptom_patterns), (ckb.symptom_patterns, every))
+    monkeypatch.setattr(matching._TextIndex, "may_occur_among", lambda self, words: set(words))
+    assert [matching.match_symptoms(ckb, text) for text in texts] == fast
+    assert sum(map(len, fast)) > 1000
+
+
+def test_a_cjk_phrase_left_out_on_ascii_text_scores_nothing_there(doctor):
+    """The CJK phrases matching leaves out on an ASCII text (at least as long as the longest of
+    them) lack too many of their characters to reach the fuzzy cutoff on any such text; checked
+    with rapidfuzz on every incident description and log line run."""
+    from nccl_doctor.engine import fuzzy
+    from nccl_doctor.engine.matching import _CJK_CUTOFF, _prepared
+
+    fuzz, _ = fuzzy._imported()
+    prepared = _prepared(doctor.compiled)
+    assert prepared.ascii_blind and prepared.always_ascii < prepared.always
+    texts = [t.lower() for i in doctor.kb.incidents.values() for t in (i.reporter, i.log or "")
+             if t.isascii() and len(t) >= prepared.cjk_longest]
+    texts += [t.replace(" ", "") for t in texts[:50]]
+    best = max(fuzz.partial_ratio(phrase, text) for phrase in prepared.ascii_blind for text in texts)
+    assert 0 < best < _CJK_CUTOFF and len(texts) > 500
 
 
 def test_a_prepared_doctor_compiles_nothing_later_and_answers_the_same(doctor):
