@@ -120,6 +120,22 @@ FAMILY_INSTANCES = [
      "rccl_known_version_bug", ["5.7"]),
     ("bootstrap.cc:279 NCCL WARN [Rem Allocator] Allocation failed (segment 0, fd 130) then Cuda failure 'out of memory'",
      "nccl_known_version_bug", ["downgrade"]),
+    # Round 16 (program and launch): the new failure modes and release instances, told in words only.
+    ("Horovod 0.18.1: horovodrun -np 16 --hostfile ./hosts, two machines written as 'node1 slots=8', will not launch",
+     "framework_known_bug", ["0.19", "PR 1607"]),
+    ("mpirun -np 8 with Horovod hangs forever on one box; the Open MPI there is 3.1.3",
+     "mpi_stack_known_bug", ["3.1.2", "4.0.0"]),
+    ("DDP hangs with gpus=[0,3] while [0,1] is fine", "missing_set_device", ["device_ids"]),
+    ("I started torchrun with nohup from my ssh session and the job dies some time after I log out",
+     "sighup_kills_launcher", ["tmux", "setsid"]),
+    ("horovodrun fails at once on our new box; its host name contains an underscore",
+     "mpi_hostname_invalid", ["hostnamectl"]),
+    ("PyTorch DDP on 4 GPUs crashes in the first all_reduce since the script imports tensorflow_datasets",
+     "tensorflow_holds_gpus", ["tensorflow-cpu"]),
+    ("GRPO with vllm_mode server: the trainer times out after 300 s connecting to the weight sync group",
+     "side_group_port_conflict", ["vllm_group_port"]),
+    ("torchrun --nproc_per_node 4 serve.py, where serve.py builds LLM(model=m, tensor_parallel_size=4), crashes at start",
+     "launched_twice", ["external_launcher"]),
 ]
 
 
@@ -165,7 +181,9 @@ def _rank(leave_one_out, incident: dict) -> int | None:
 # at 35 % / 58 %, then 26 of 26 first; round 13's infrastructure cases at 41 % / 55 %, then 22 of 22
 # first; round 14's program and launch cases at 54 % / 81 %, then 25 of 25 first; round 14's infrastructure
 # cases at 42 % / 50 %, then 24 of 24 first; round 15's program and launch cases at 54 % / 67 %, then 20 of
-# 23 first; round 15's infrastructure cases at 33 % / 56 % and 9 % / 45 %, then 15 of 17 first).
+# 23 first; round 15's infrastructure cases at 33 % / 56 % and 9 % / 45 %, then 15 of 17 first; round 16's
+# program and launch cases - all of program-launch.yaml and eight launcher / MPI / framework cases of the other
+# two files - at 52 % / 60 % of those 25, then every one first).
 # Rounds 9-10's infrastructure cases are lower: several hold their deciding fact only in `knows`.
 @pytest.mark.parametrize("name, floor", [
     ("round-8-program.yaml", (0.85, 0.9)), ("round-8-launch.yaml", (0.85, 0.9)),
@@ -177,6 +195,7 @@ def _rank(leave_one_out, incident: dict) -> int | None:
     ("round-14-program.yaml", (0.9, 0.95)), ("round-14-infra.yaml", (0.9, 0.95)),
     ("round-15-program.yaml", (0.85, 0.85)),
     ("round-15-infra.yaml", (0.85, 0.9)),
+    ("round-16-program.yaml", (0.9, 0.95)),
 ])
 def test_blind_round_incidents_floor(leave_one_out, name, floor):
     incidents = _incidents(name)
