@@ -203,7 +203,6 @@ def _rank(leave_one_out, incident: dict) -> int | None:
 # 23 first; round 15's infrastructure cases at 33 % / 56 % and 9 % / 45 %, then 15 of 17 first; round 16's
 # program and launch cases - all of program-launch.yaml and eight launcher / MPI / framework cases of the other
 # two files - at 52 % / 60 % of those 25, then every one first); round 16's
-
 # infrastructure and inference cases at 39 % / 56 % and 44 % / 56 % blind, then 27 of 28 first).
 # Rounds 9-10's infrastructure cases are lower: several hold their deciding fact only in `knows`.
 @pytest.mark.parametrize("name, floor", [
