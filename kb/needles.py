@@ -52,8 +52,9 @@ def _all_sets(items: list, out: list[frozenset[str]]) -> None:
 
     def close_run() -> None:
         nonlocal run
-        if len(run) >= MIN_NEEDLE or run and any(ord(ch) > 0x2E7F for ch in run):
-            out.append(frozenset({"".join(run).lower()}))
+        found = _run_needle(run)
+        if found:
+            out.append(found)
         run = []
 
     for op, av in items:
@@ -73,6 +74,14 @@ def _all_sets(items: list, out: list[frozenset[str]]) -> None:
             if found:
                 out.append(found)
     close_run()
+
+
+def _run_needle(run: list[str]) -> _Needles:
+    """A run of literal characters as a needle set, when long enough to select (CJK: one
+    character is a word)."""
+    if len(run) >= MIN_NEEDLE or run and any(ord(ch) > 0x2E7F for ch in run):
+        return frozenset({"".join(run).lower()})
+    return None
 
 
 def _better(a: _Needles, b: _Needles) -> _Needles:
@@ -95,8 +104,7 @@ def _sequence(items: list) -> _Needles:
 
     def close_run() -> None:
         nonlocal best, run
-        if len(run) >= MIN_NEEDLE or run and any(ord(ch) > 0x2E7F for ch in run):  # CJK: one character is a word
-            best = _better(best, frozenset({"".join(run).lower()}))
+        best = _better(best, _run_needle(run))
         run = []
 
     for op, av in items:

@@ -41,22 +41,25 @@ def _texts(kb) -> list[str]:
     return texts
 
 
-def test_every_match_of_a_kb_symptom_pattern_contains_a_needle():
-    kb = load_files(kb_files(DATA_DIR), DATA_DIR)
-    texts = _texts(kb)
-    checked = 0
+def _matches(kb, texts: list[str], wanted):
+    """Each (symptom id, pattern, line, matched text lower-cased) of the KB's symptom patterns
+    ``wanted`` keeps, over every line of ``texts``."""
     for symptom in kb.symptoms.values():
-        for pattern in symptom.patterns:
-            gate = needles(pattern)
-            if not gate:
-                continue
+        for pattern in filter(wanted, symptom.patterns):
             regex = compile_pattern(pattern, ignore_case=True)
             for text in texts:
                 for line in text.splitlines():
                     found = regex.search(line)
                     if found:
-                        checked += 1
-                        assert any(n in found.group(0).lower() for n in gate), (symptom.id, pattern, line)
+                        yield symptom.id, pattern, line, found.group(0).lower()
+
+
+def test_every_match_of_a_kb_symptom_pattern_contains_a_needle():
+    kb = load_files(kb_files(DATA_DIR), DATA_DIR)
+    checked = 0
+    for symptom_id, pattern, line, matched in _matches(kb, _texts(kb), lambda p: bool(needles(p))):
+        checked += 1
+        assert any(n in matched for n in needles(pattern)), (symptom_id, pattern, line)
     assert checked > 500
 
 
@@ -72,17 +75,7 @@ def test_every_match_of_a_kb_symptom_pattern_holds_a_literal_of_each_needle_grou
     kb = load_files(kb_files(DATA_DIR), DATA_DIR)
     texts = _texts(kb) + [i.reporter for i in kb.incidents.values()]
     checked = 0
-    for symptom in kb.symptoms.values():
-        for pattern in symptom.patterns:
-            groups = needle_groups(pattern)
-            if len(groups) < 2:
-                continue
-            regex = compile_pattern(pattern, ignore_case=True)
-            for text in texts:
-                for line in text.splitlines():
-                    found = regex.search(line)
-                    if found:
-                        checked += 1
-                        matched = found.group(0).lower()
-                        assert all(any(n in matched for n in group) for group in groups), (symptom.id, pattern, line)
+    for symptom_id, pattern, line, matched in _matches(kb, texts, lambda p: len(needle_groups(p)) >= 2):
+        checked += 1
+        assert all(any(n in matched for n in group) for group in needle_groups(pattern)), (symptom_id, pattern, line)
     assert checked > 500
