@@ -419,12 +419,15 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
         if needle in by_needle:  # (present also holds the other groups' literals, once prepared)
             candidates.update(by_needle[needle])
     by_first_word = prepared.by_first_word
-    first_words = index.may_occur_among(prepared.first_words)  # the first words may_occur() allows
+    # the phrases' first words that occur in the text (may_occur() rules most out with one set
+    # operation; occurrences() is kept per word): a phrase whose first word does not scores 0,
+    # so a symptom reached by none of them, and by no gate's literal, matches nothing
+    occurrences = index.occurrences
+    first_words = {word for word in index.may_occur_among(prepared.first_words) if occurrences(word)}
     for word in first_words:
         candidates.update(by_first_word[word])
     looked: dict[str, bool] = {}  # the other literals of a gated pattern, each looked for once
     groups_known, gate_groups = prepared.groups_known, prepared.gate_groups
-    occurrences = index.occurrences
     contrasts: list[SymptomMatch] = []  # matches only in a clause about the setup that works
     for position in sorted(candidates):
         symptom, gates, phrases = symptoms[position]
@@ -461,7 +464,7 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
                     if chars is None:
                         chars = Counter(lowered)
                     score = _cjk_score(phrase_lower, lowered, symptom.fine_cancels, chars)
-                elif not phrase_words or phrase_words[0] not in first_words or not occurrences(phrase_words[0]):
+                elif not phrase_words or phrase_words[0] not in first_words:
                     continue  # its first word is not in the text: it scores 0
                 else:
                     score = _phrase_score(phrase_words, index, symptom.fine_cancels)

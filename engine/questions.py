@@ -54,7 +54,7 @@ import weakref
 from functools import partial
 from collections.abc import Callable, Iterable, Mapping
 from operator import mul
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type checkers
     from ..kb.schema import Condition, Fact
@@ -67,7 +67,7 @@ from .memory import FactRecord, Source
 from .results import Question
 from .values import Value, coerce, parse_version
 
-__all__ = ["answer_options", "leading_causes", "rank_questions", "simulate", "make_question", "ConsultModel",
+__all__ = ["answer_options", "leading_causes", "rank_questions", "ranking", "Ranking", "simulate", "make_question", "ConsultModel",
            "MIN_GAIN", "LEADING", "SHARPNESS"]
 
 SHARPNESS = 10.0
@@ -163,13 +163,10 @@ class _Beliefs:
 
     def __init__(self, ckb: CompiledKB, certainties: Mapping[str, float]):
         self.cf = certainties
-        base = _BASE_BELIEFS.get(id(ckb))
-        if base is None or base[0] is not ckb:
-            if len(_BASE_BELIEFS) >= 4:  # the few most recent KBs (tests load several)
-                _BASE_BELIEFS.clear()
-            base = _BASE_BELIEFS[id(ckb)] = (ckb, *self._weights(ckb, {}))
+        base = _base_beliefs(ckb)
         # most causes have no certainty: their w(x) is their prior, the same every turn; the dicts
         # keep the causes' order, so the sums below add the same terms in the same order
+        self.base_w, self.base_w_ln_w = base[1], base[2]  # what w(x) is for a cause with no certainty
         w, w_ln_w = dict(base[1]), dict(base[2])
         for cause, cf in certainties.items():
             old = w.get(cause)
@@ -185,6 +182,7 @@ class _Beliefs:
         self.total = sum(w.values()) or 1.0
         self.s = sum(w_ln_w.values())
         self.entropy = self.entropy_with({})
+        self.weighed = frozenset(certainties)  # the causes whose w(x) may differ from its base one
 
     @staticmethod
     def _weights(ckb: CompiledKB, certainties: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
@@ -224,6 +222,16 @@ class _Beliefs:
         return sum(self.w.get(c, 0.0) for c in causes) / self.total
 
 
+def _base_beliefs(ckb: CompiledKB) -> tuple[CompiledKB, dict[str, float], dict[str, float]]:
+    """``(ckb, w, w ln w)`` with no certainty at all, kept per KB."""
+    base = _BASE_BELIEFS.get(id(ckb))
+    if base is None or base[0] is not ckb:
+        if len(_BASE_BELIEFS) >= 4:  # the few most recent KBs (tests load several)
+            _BASE_BELIEFS.clear()
+        base = _BASE_BELIEFS[id(ckb)] = (ckb, *_Beliefs._weights(ckb, {}))
+    return base
+
+
 def fact_gain(beliefs: _Beliefs, moves: list[dict[str, float]],
               known: Callable[[str, bool], float] | None = None) -> float:
     """Expected entropy drop of a yes/no or choice question (module docstring). ``moves`` holds,
@@ -255,30 +263,63 @@ def evidence_gain(beliefs: _Beliefs, reach: EvidenceReach) -> float:
     """Expected entropy drop of an evidence question (module docstring)."""
     gain = 0.0
     w, total, cf, entropy = beliefs.w, beliefs.total, beliefs.cf, beliefs.entropy
-    lifts = _UNRAISED_LIFTS.get(id(reach))
-    if lifts is None or lifts[0] is not reach:
-        if len(_UNRAISED_LIFTS) >= 4096:
-            _UNRAISED_LIFTS.clear()
-        lifts = _UNRAISED_LIFTS[id(reach)] = (reach, {})
-    unraised = lifts[1]  # the lift of a cause with no certainty yet depends on the reach alone
+    unraised = _unraised_terms(beliefs, reach)
+    s = beliefs.s
     for cause, rate in reach.rate.items():
+        now = cf.get(cause)
+        if now is None:
+            # a cause with no certainty: w(x) is its base weight, and the lift and the changes
+            # ``entropy_one`` makes to W and S depend on the reach alone (kept, same operations)
+            rw, change = unraised[cause]
+            p_shows = rw / total
+            if p_shows <= 1e-6:
+                continue
+            if change is None:  # ``entropy_one`` would return the entropy itself: the term is 0
+                gain += p_shows * (entropy - entropy)
+                continue
+            dw, ds = change
+            after_total = total + dw
+            after_s = s + ds
+            after = max((math.log(after_total) - after_s / after_total) / _LN2, 0.0) if after_total > 0 else 0.0
+            gain += p_shows * (entropy - after)
+            continue
         p_shows = rate * w.get(cause, 0.0) / total
         if p_shows <= 1e-6:
             continue
-        now = cf.get(cause)
-        if now is None:
-            lift = unraised.get(cause)
-            if lift is None:
-                lift = unraised[cause] = math.exp(SHARPNESS * _clamp(combine(0.0, reach.strength[cause]) - 0.0, 2.0))
-        else:
-            lift = math.exp(SHARPNESS * _clamp(combine(now, reach.strength[cause]) - now, 2.0))
+        lift = math.exp(SHARPNESS * _clamp(combine(now, reach.strength[cause]) - now, 2.0))
         gain += p_shows * (entropy - beliefs.entropy_one(cause, lift))
     return gain
 
 
-#: Per evidence reach (by id, with the reach to check it), the lift of each cause that has no
-#: certainty yet: most causes, the same every turn.
-_UNRAISED_LIFTS: dict[int, tuple[EvidenceReach, dict[str, float]]] = {}
+#: Per evidence reach (by id, with the reach and the base weights to check it), for each cause
+#: the terms of :func:`evidence_gain` while it has no certainty: ``rate · w(x)`` and the changes
+#: to W and S its lift makes (None when the lift leaves the entropy as it is): most causes, the
+#: same every turn.
+_UNRAISED_TERMS: dict[int, tuple[EvidenceReach, dict[str, float], dict[str, tuple[float, tuple[float, float] | None]]]] = {}
+
+
+def _unraised_terms(beliefs: _Beliefs, reach: EvidenceReach) -> dict[str, tuple[float, tuple[float, float] | None]]:
+    found = _UNRAISED_TERMS.get(id(reach))
+    if found is None or found[0] is not reach or found[1] is not beliefs.base_w:
+        if len(_UNRAISED_TERMS) >= 4096:
+            _UNRAISED_TERMS.clear()
+        base_w, base_w_ln_w = beliefs.base_w, beliefs.base_w_ln_w
+        terms = {}
+        for cause, rate in reach.rate.items():
+            old = base_w.get(cause)
+            rw = rate * (old if old is not None else 0.0)
+            change = None
+            # entropy_one's terms, computed only where it is reached (p(shows) above 1e-6)
+            if old is not None:
+                lift = math.exp(SHARPNESS * _clamp(combine(0.0, reach.strength[cause]) - 0.0, 2.0))
+                if lift != 1.0 and old > 0:
+                    new = old * lift
+                    before = base_w_ln_w.get(cause)
+                    change = (new - old, (new * math.log(new) if new > 0 else 0.0)
+                              - (before if before is not None else old * math.log(old)))
+            terms[cause] = (rw, change)
+        found = _UNRAISED_TERMS[id(reach)] = (reach, base_w, terms)
+    return found[2]
 
 
 def _separates(moves: list[dict[str, float]]) -> list[str]:
@@ -326,18 +367,40 @@ def make_question(fact: Fact, gain: float, separates: list[str], lang: str) -> Q
                     separates, "evidence" if fact.get("evidence") else "fact", labels, texts)
 
 
-_Row = tuple[str, list, tuple[str, ...], tuple[float, ...], tuple[str, ...], tuple[float, ...], bool, bool]
-_ROWS: weakref.WeakKeyDictionary[ConsultModel, list[_Row]] = weakref.WeakKeyDictionary()
+class _Row(NamedTuple):
+    """What ranking reads of one fact every turn (see :func:`_rows`)."""
+
+    fact_id: str
+    records: list
+    bears_on: tuple[str, ...]
+    chance: tuple[float, ...]
+    move_causes: tuple[str, ...]
+    move_strengths: tuple[float, ...]
+    question: bool
+    probes: bool
+    causes: frozenset[str]  # bears_on and move_causes: the weights the sums below read
+    #: Σ w(c) over bears_on, Σ w(c)·strength over the strongest moves and Σ w(c)·chance over
+    #: bears_on, with every weight its base one (no cause with a certainty): the sums of a turn
+    #: where none of ``causes`` has one, the same terms in the same order
+    relevance: float
+    potential: float
+    reachable: float
+
+
+_ROWS: weakref.WeakKeyDictionary[ConsultModel, tuple[dict[str, float], list[_Row]]] = weakref.WeakKeyDictionary()
 
 
 def _rows(model: ConsultModel) -> list[_Row]:
     """Per fact a question could be asked about, in the model's order, what ranking reads of it
     every turn: its simulated answers, the causes it bears on with the chance of an answer for
-    each, the causes its answers can move most with that strength, and whether it has a question
-    and probes. Facts that bear on no cause are left out (they are never offered)."""
-    rows = _ROWS.get(model)
-    if rows is None:
+    each, the causes its answers can move most with that strength, whether it has a question
+    and probes, and its sums on the base weights. Facts that bear on no cause are left out (they
+    are never offered)."""
+    base = _base_beliefs(model._ckb)[1]
+    kept = _ROWS.get(model)
+    if kept is None or kept[0] is not base:
         facts = model._ckb.kb.facts
+        weight = base.__getitem__
         rows = []
         for fact_id, records in model.records.items():
             bears_on = model.bears_on[fact_id]
@@ -346,10 +409,13 @@ def _rows(model: ConsultModel) -> list[_Row]:
             chance = model.answer_chance[fact_id]
             moves = model.moves.get(fact_id, {})
             fact = facts[fact_id]
-            rows.append((fact_id, records, bears_on, tuple(chance[c] for c in bears_on), tuple(moves),
-                         tuple(moves.values()), fact.question is not None, bool(fact.probes)))
-        _ROWS[model] = rows
-    return rows
+            chances, move_causes, move_strengths = tuple(chance[c] for c in bears_on), tuple(moves), tuple(moves.values())
+            rows.append(_Row(fact_id, records, bears_on, chances, move_causes, move_strengths,
+                             fact.question is not None, bool(fact.probes), frozenset(bears_on) | frozenset(move_causes),
+                             sum(map(weight, bears_on)), sum(map(mul, map(weight, move_causes), move_strengths)),
+                             sum(map(mul, map(weight, bears_on), chances))))
+        kept = _ROWS[model] = (base, rows)
+    return kept[1]
 
 
 def rank_questions(
@@ -366,6 +432,45 @@ def rank_questions(
     With ``by_probe`` the candidates are the facts a probe can establish instead of the facts
     with a question for the user.
     """
+    return ranking(ckb, state, model, skip, limit, by_probe, lang).first(limit)
+
+
+class Ranking:
+    """The best ``limit`` questions of a turn, in order, each made into a :class:`Question` (its
+    texts, the causes it separates) only when asked for: a view shows three of the ten a session
+    keeps for its next calls."""
+
+    def __init__(self, chosen: list[tuple[float, str, list[str] | None, list[dict[str, float]] | None]],
+                 facts: Mapping[str, Fact], bears_on: Mapping[str, tuple[str, ...]], weights: Mapping[str, float],
+                 lang: str) -> None:
+        self._chosen, self._facts, self._bears_on, self._weights, self._lang = chosen, facts, bears_on, weights, lang
+        self._made: list[Question] = []
+
+    def __len__(self) -> int:
+        return len(self._chosen)
+
+    def first(self, limit: int) -> list[Question]:
+        """The best ``limit`` questions (at most as many as were ranked)."""
+        weights = self._weights
+        for score, fact_id, separates, moves in self._chosen[len(self._made):limit]:
+            if separates is None:  # a yes/no or choice question: those its answers move, else all it bears on
+                separates = (_separates(moves) if moves else []) or sorted(self._bears_on[fact_id])
+            # the LEADING first of sorted(separates, key=...): the keys are distinct, so the same list
+            order = heapq.nsmallest(LEADING, separates, key=lambda c: (-weights.get(c, 0.0), c))
+            self._made.append(make_question(self._facts[fact_id], score, order, self._lang))
+        return self._made[:limit]
+
+
+def ranking(
+    ckb: CompiledKB,
+    state: Inference,
+    model: ConsultModel,
+    skip: Iterable[str] = (),
+    limit: int = 3,
+    by_probe: bool = False,
+    lang: str = "en",
+) -> Ranking:
+    """:func:`rank_questions`'s best ``limit`` questions, made into questions as they are read."""
     certainties = state.certainties()
     beliefs = _Beliefs(ckb, certainties)
     skipped = set(skip)
@@ -375,24 +480,37 @@ def rank_questions(
     known, premises = state.facts, ckb.premises
     weight, total = beliefs.w.__getitem__, beliefs.total
     # the sums below add the same products in the same order as Σ w(c)·… over ``bears_on`` (and
-    # over the fact's strongest moves), through map() rather than a generator: same floats
-    for fact_id, records, bears_on, chance, move_causes, move_strengths, question, probes in _rows(model):
-        if fact_id in skipped or (not probes if by_probe else not question) or fact_id in known:
+    # over the fact's strongest moves), through map() rather than a generator: same floats; a
+    # weight differs from its base one only for a cause with a certainty, so a fact none of whose
+    # causes has one takes the sums kept in its row (the same terms in the same order)
+    weighed = beliefs.weighed
+    for row in _rows(model):
+        fact_id = row.fact_id
+        if fact_id in skipped or (not row.probes if by_probe else not row.question) or fact_id in known:
             continue
         premise = premises.get(fact_id)  # askable(): unknown, and the question's premise holds
         if premise is not None and premise(known)[0] is not True:
             continue
-        relevance = sum(map(weight, bears_on)) / total
-        potential = sum(map(mul, map(weight, move_causes), move_strengths)) / total
-        candidates.append((potential, fact_id, records, relevance, bears_on, chance))
+        if weighed.isdisjoint(row.causes):
+            relevance, potential = row.relevance / total, row.potential / total
+        else:
+            relevance = sum(map(weight, row.bears_on)) / total
+            potential = sum(map(mul, map(weight, row.move_causes), row.move_strengths)) / total
+        candidates.append((potential, fact_id, row, relevance))
     candidates.sort(key=lambda c: (-c[0], c[1]))
     ready = ready_rules(ckb, state, [c[1] for c in candidates[:SIMULATED]])
-    for rank, (potential, fact_id, records, relevance, bears_on, chance) in enumerate(candidates):
+
+    def reachable(row: _Row) -> float:
+        if weighed.isdisjoint(row.causes):
+            return row.reachable / total
+        return sum(map(mul, map(weight, row.bears_on), row.chance)) / total
+
+    for rank, (potential, fact_id, row, relevance) in enumerate(candidates):
         if rank >= SIMULATED:
             if relevance >= MIN_RELEVANCE:  # most are not: their reach is summed only when it counts
-                reachable = sum(map(mul, map(weight, bears_on), chance)) / total
-                scored.append((RELEVANCE_WEIGHT * reachable, fact_id, 0.0, None, None))  # separates: below
+                scored.append((RELEVANCE_WEIGHT * reachable(row), fact_id, 0.0, None, None))  # separates: below
             continue
+        records = row.records
         moves: list[dict[str, float]] = []
         if ready.get(fact_id):  # else no rule can fire on any answer: nothing to simulate
             for evidence in answers_evidence(ckb, state, fact_id, records, ready):
@@ -408,8 +526,7 @@ def rank_questions(
         gain = fact_gain(beliefs, moves, partial(model.known_given, fact_id))
         if gain < MIN_GAIN and relevance < MIN_RELEVANCE:
             continue
-        reachable = sum(map(mul, map(weight, bears_on), chance)) / total
-        scored.append((gain + RELEVANCE_WEIGHT * reachable, fact_id, gain, None, moves))  # separates: below
+        scored.append((gain + RELEVANCE_WEIGHT * reachable(row), fact_id, gain, None, moves))  # separates: below
     if not by_probe:
         for fact_id in model.evidence:
             if fact_id in skipped or not askable(ckb, state, fact_id):
@@ -420,14 +537,8 @@ def rank_questions(
             if gain < MIN_GAIN and relevance < MIN_RELEVANCE:
                 continue
             scored.append((gain + RELEVANCE_WEIGHT * relevance, fact_id, gain, sorted(reach.rate), None))
-    out = []
-    weights = beliefs.w
     # the first ``limit`` of scored.sort(key=...) (the keys are distinct: the same list); the
     # causes a simulated question separates are found only for the questions returned
-    for score, fact_id, _, separates, moves in heapq.nsmallest(limit, scored, key=lambda item: (-round(item[0], 6), item[1])):
-        if separates is None:  # a yes/no or choice question: those its answers move, else all it bears on
-            separates = (_separates(moves) if moves else []) or sorted(model.bears_on[fact_id])
-        # the LEADING first of sorted(separates, key=...): the keys are distinct, so the same list
-        order = heapq.nsmallest(LEADING, separates, key=lambda c: (-weights.get(c, 0.0), c))
-        out.append(make_question(facts[fact_id], score, order, lang))
-    return out
+    chosen = heapq.nsmallest(limit, scored, key=lambda item: (-round(item[0], 6), item[1]))
+    return Ranking([(score, fact_id, separates, moves) for score, fact_id, _, separates, moves in chosen],
+                   facts, model.bears_on, beliefs.w, lang)

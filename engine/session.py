@@ -26,7 +26,7 @@ from .plan import build_plan
 from .priors import library_priors
 from .consult_model import ConsultModel
 from .doctor import Doctor
-from .questions import answer_options, leading_causes, rank_questions
+from .questions import Ranking, answer_options, leading_causes, ranking
 from .relevance import RELEVANCE
 from .results import Diagnosis, EvidenceItem, How, Plan, Question, Why
 from .similarity import SIMILAR, Profile, SimilarIncident, fact_feature, similar_text, words
@@ -120,7 +120,7 @@ class Session:
         self._hang: dict[str, Any] | None = None
         self._hang_facts: list[FactRecord] = []
         self._state: Inference | None = None
-        self._ranked: dict[bool, tuple[int, list[Question]]] = {}
+        self._ranked: dict[bool, tuple[int, Ranking]] = {}
         self._lang: str | None = None
         if lang is not None:
             self.set_language(lang)
@@ -349,10 +349,10 @@ class Session:
         state = self._inference()
         if kept is None or kept[0] < limit:
             keep = max(limit, _QUESTIONS_KEPT)
-            found = rank_questions(self.doctor.compiled, state, self._model(), skip=self._unknown,
-                                   limit=keep, by_probe=by_probe, lang=self.language)
+            found = ranking(self.doctor.compiled, state, self._model(), skip=self._unknown,
+                            limit=keep, by_probe=by_probe, lang=self.language)
             kept = self._ranked[by_probe] = (keep, found)
-        return kept[1][:limit]
+        return kept[1].first(limit)
 
     def suggest_probes(self, limit: int = 3) -> list[dict[str, Any]]:
         """Probes whose results would best separate the leading causes, best first.
