@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from . import fuzzy
 from ..kb.needles import needle_groups
-from .compiled import CompiledKB
+from .compiled import CompiledKB, SymptomPattern
 from .fuzzy import close_words, partial_ratio
 from .negation import fine_after, fine_before, negated_span, negated_words
 
@@ -287,7 +287,7 @@ class _Prepared(NamedTuple):
     needles: frozenset[str]
     symptoms: list[tuple]
     vocabulary: _Vocabulary
-    by_needle: dict[str, tuple[int, ...]]  # a gate's needle -> the symptoms (positions) it gates
+    gated_by_needle: dict[str, tuple[tuple[int, SymptomPattern], ...]]  # a needle -> (symptom position, gate) it gates
     by_trigram: dict[str, tuple[str, ...]]  # the needles of 3+ characters by their first three
     short_needles: tuple[str, ...]  # the others
     always: frozenset[int]  # symptoms with an ungated pattern or a CJK phrase: always tried
@@ -320,7 +320,7 @@ def _prepared(ckb: CompiledKB, every_group: bool = False) -> _Prepared:
                      tuple((phrase, phrase.lower(), *_phrase_words(phrase)) for phrase in symptom.phrases))
                     for symptom in ckb.kb.symptoms.values()]
         vocabulary = _Vocabulary(w for _, _, phrases in symptoms for *_, words in phrases for w in words if len(w) >= 5)
-        by_needle: dict[str, list[int]] = {}
+        by_needle: dict[str, list[tuple[int, SymptomPattern]]] = {}
         by_first_word: dict[str, list[int]] = {}
         always, always_ascii, ascii_blind = set(), set(), set()
         for i, (_, gates, phrases) in enumerate(symptoms):
@@ -329,7 +329,7 @@ def _prepared(ckb: CompiledKB, every_group: bool = False) -> _Prepared:
                     always.add(i)
                     always_ascii.add(i)
                 for needle in gate.needles:
-                    by_needle.setdefault(needle, []).append(i)
+                    by_needle.setdefault(needle, []).append((i, gate))
             for _, phrase_lower, cjk, words in phrases:
                 if cjk:
                     always.add(i)
@@ -411,38 +411,45 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
         present.update(n for n in by_trigram[trigram] if n in lowered)
     # CJK phrases that cannot score on this text, if it is ASCII (most are: see _ascii_blind)
     blind = prepared.ascii_blind if lowered.isascii() and len(lowered) >= prepared.cjk_longest else frozenset()
-    # The symptoms that may match: a gate's literal is in the text, or a phrase's first word may
-    # occur in it (else every pattern is skipped and every phrase scores 0 below), or always tried.
+    # The symptoms that may match: one with a gated pattern whose literals the text holds (one of
+    # each of its needle groups: no match can lack them all, so any other pattern is skipped), one
+    # with a phrase whose first word occurs in the text (any other phrase scores 0), or one
+    # always tried; a symptom with none of these matches nothing.
     candidates = set(prepared.always_ascii if blind else prepared.always)
-    by_needle = prepared.by_needle
+    looked: dict[str, bool] = {}  # the other literals of a gated pattern, each looked for once
+    groups_known, gate_groups = prepared.groups_known, prepared.gate_groups
+    gated = prepared.gated_by_needle
+    passing: set[tuple[str, int]] = set()  # the gated patterns to run: (symptom id, index)
+    tried: set[tuple[str, int]] = set()
     for needle in present:
-        if needle in by_needle:  # (present also holds the other groups' literals, once prepared)
-            candidates.update(by_needle[needle])
+        for position, gate in gated.get(needle, ()):  # (present also holds the other groups' literals)
+            key = (gate.symptom, gate.index)
+            if key in tried:
+                continue
+            tried.add(key)
+            if groups_known:
+                if not all(not present.isdisjoint(group) for group in gate_groups[key]):
+                    continue
+            elif not all(any(looked[n] if n in looked else looked.setdefault(n, n in lowered) for n in group)
+                         for group in _gate_groups(ckb, prepared, gate)):
+                continue
+            passing.add(key)
+            candidates.add(position)
     by_first_word = prepared.by_first_word
     # the phrases' first words that occur in the text (may_occur() rules most out with one set
-    # operation; occurrences() is kept per word): a phrase whose first word does not scores 0,
-    # so a symptom reached by none of them, and by no gate's literal, matches nothing
+    # operation; occurrences() is kept per word)
     occurrences = index.occurrences
     first_words = {word for word in index.may_occur_among(prepared.first_words) if occurrences(word)}
     for word in first_words:
         candidates.update(by_first_word[word])
-    looked: dict[str, bool] = {}  # the other literals of a gated pattern, each looked for once
-    groups_known, gate_groups = prepared.groups_known, prepared.gate_groups
     contrasts: list[SymptomMatch] = []  # matches only in a clause about the setup that works
     for position in sorted(candidates):
         symptom, gates, phrases = symptoms[position]
         best: SymptomMatch | None = None
         contrast: SymptomMatch | None = None
         for gate in gates:
-            if gate.needles:
-                if present.isdisjoint(gate.needles):
-                    continue  # no match can lack all of its literals: skip compiling it
-                if groups_known:  # nor all of another part's literals
-                    if not all(not present.isdisjoint(group) for group in gate_groups[(gate.symptom, gate.index)]):
-                        continue
-                elif not all(any(looked[n] if n in looked else looked.setdefault(n, n in lowered) for n in group)
-                             for group in _gate_groups(ckb, prepared, gate)):
-                    continue
+            if gate.needles and (gate.symptom, gate.index) not in passing:
+                continue
             regex = ckb.symptom_regexes[(gate.symptom, gate.index)]
             found, working = _first_standing(ckb, regex, lines, symptom)
             if found:
