@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from .certainty import combine_evidence
-from .compiled import CompiledKB
+from .compiled import CompiledKB, direct_predicates
 from .memory import FactRecord, Source
 
 __all__ = ["Firing", "Inference", "infer", "extend", "consequences", "answers_evidence", "ready_rules"]
@@ -193,6 +193,7 @@ def _agenda(ckb: CompiledKB, done: set[str], memory: dict[str, FactRecord], adde
     """Chain from the rules ``pending`` (in agenda order) to a fixpoint, adding to ``memory``,
     ``added``, ``fired`` and ``evidence``; rules in ``trusted`` need no check of their facts."""
     rules = ckb.rules
+    predicates = direct_predicates(ckb)[0]
     readers = _readers(ckb)[0]
     heap = [(rules[i].order, i) for i in pending]
     queued = set(pending)
@@ -202,7 +203,7 @@ def _agenda(ckb: CompiledKB, done: set[str], memory: dict[str, FactRecord], adde
         compiled = rules[index]
         if index not in trusted and (compiled.id in fired or not compiled.needs <= memory.keys()):
             continue
-        truth, premise = compiled.predicate(memory)
+        truth, premise = predicates[index](memory)
         if truth is not True:
             continue
         fired.add(compiled.id)
@@ -235,15 +236,16 @@ def answers_evidence(ckb: CompiledKB, state: Inference, name: str, records: Iter
     if not _readers(ckb)[1]:
         return [consequences(ckb, state, {name: record}, ready)[1] for record in records]
     rules, memory, out = ckb.rules, dict(state.facts), []
+    predicates = direct_predicates(ckb)[0]
     for record in records:
         memory[name] = record
         evidence: dict[str, list[float]] = {}
         fired: set[str] = set()
         for position, index in enumerate(pending):
-            compiled = rules[index]
-            truth, premise = compiled.predicate(memory)
+            truth, premise = predicates[index](memory)
             if truth is not True:
                 continue
+            compiled = rules[index]
             if any(set_name not in memory for set_name, _ in compiled.sets):
                 # it sets a new fact: chaining follows, from this rule on, as the agenda would
                 # from the start (the rules before it set nothing new, so nothing was queued)
@@ -286,6 +288,7 @@ def _evidence_on(rules, pending: list[int], memory: Mapping[str, FactRecord]) ->
 
 def _run(ckb: CompiledKB, state: Inference, start: set[int]) -> None:
     rules = ckb.rules
+    predicates = direct_predicates(ckb)[0]
     readers = _readers(ckb)[0]
     known = state.facts.keys()
     # a rule missing a fact it needs is left out: it is queued when the last such fact is set
@@ -303,7 +306,7 @@ def _run(ckb: CompiledKB, state: Inference, start: set[int]) -> None:
             continue
         if not compiled.needs <= known:  # a fact it needs is unknown: it cannot hold (yet; the
             continue  # rule is tried again when that fact is set, as every rule reading it is)
-        truth, premise = compiled.predicate(state.facts)
+        truth, premise = predicates[index](state.facts)
         if truth is not True:
             continue
         state.fired_ids.add(compiled.id)

@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover - the format's one definition, for type ch
     from ..kb.schema import Condition, Fact
 from .certainty import combine
 from .chaining import Inference, answers_evidence, extend, ready_rules
-from .compiled import CompiledKB
+from .compiled import CompiledKB, direct_predicates
 from .consult_model import ConsultModel, EvidenceReach
 from .language import fact_texts, pick
 from .memory import FactRecord, Source
@@ -182,7 +182,6 @@ class _Beliefs:
         self.total = sum(w.values()) or 1.0
         self.s = sum(w_ln_w.values())
         self.entropy = self.entropy_with({})
-        self.weighed = frozenset(certainties)  # the causes whose w(x) may differ from its base one
 
     @staticmethod
     def _weights(ckb: CompiledKB, certainties: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
@@ -477,13 +476,13 @@ def ranking(
     scored: list[tuple[float, str, float, list[str] | None, list[dict[str, float]] | None]] = []
     facts = ckb.kb.facts
     candidates = []
-    known, premises = state.facts, ckb.premises
+    known, premises = state.facts, direct_predicates(ckb)[1]
     weight, total = beliefs.w.__getitem__, beliefs.total
     # the sums below add the same products in the same order as Σ w(c)·… over ``bears_on`` (and
     # over the fact's strongest moves), through map() rather than a generator: same floats; a
     # weight differs from its base one only for a cause with a certainty, so a fact none of whose
     # causes has one takes the sums kept in its row (the same terms in the same order)
-    weighed = beliefs.weighed
+    weighed = frozenset(certainties)  # the causes whose w(x) may differ from its base one
     for row in _rows(model):
         fact_id = row.fact_id
         if fact_id in skipped or (not row.probes if by_probe else not row.question) or fact_id in known:
@@ -491,7 +490,7 @@ def ranking(
         premise = premises.get(fact_id)  # askable(): unknown, and the question's premise holds
         if premise is not None and premise(known)[0] is not True:
             continue
-        if weighed.isdisjoint(row.causes):
+        if row.causes.isdisjoint(weighed):
             relevance, potential = row.relevance / total, row.potential / total
         else:
             relevance = sum(map(weight, row.bears_on)) / total
@@ -501,7 +500,7 @@ def ranking(
     ready = ready_rules(ckb, state, [c[1] for c in candidates[:SIMULATED]])
 
     def reachable(row: _Row) -> float:
-        if weighed.isdisjoint(row.causes):
+        if row.causes.isdisjoint(weighed):
             return row.reachable / total
         return sum(map(mul, map(weight, row.bears_on), row.chance)) / total
 

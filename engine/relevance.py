@@ -71,19 +71,27 @@ class RelevanceIndex:
     def scores(self, text: str) -> dict[str, tuple[float, tuple[str, ...]]]:
         """BM25 score of the text against each cause, with the terms that matched (causes in
         the index's order; each score summed over the query's terms in sorted order)."""
+        query, totals = self._totals(text)
+        causes = self._causes
+        return {causes[position]: (score, self._matched(position, query))
+                for position, score in sorted(totals.items()) if score > 0}
+
+    def _totals(self, text: str) -> tuple[list[str], dict[int, float]]:
+        """The query's terms (sorted) and, per cause position, the sum of their scores, added in
+        that order (only the causes whose text holds a term)."""
         query = sorted({t for t in _terms(text) if t in self._idf})
-        causes, postings = self._postings_table()
-        found: dict[int, tuple[float, list[str]]] = {}
-        for term in query:  # only the causes whose text holds the term
+        postings = self._postings_table()[1]
+        totals: dict[int, float] = {}
+        get = totals.get
+        for term in query:
             for position, score in postings[term]:
-                kept = found.get(position)
-                if kept is None:
-                    found[position] = (0.0 + score, [term])
-                else:
-                    kept[1].append(term)
-                    found[position] = (kept[0] + score, kept[1])
-        return {causes[position]: (score, tuple(matched)) for position, (score, matched) in sorted(found.items())
-                if score > 0}
+                totals[position] = get(position, 0.0) + score
+        return query, totals
+
+    def _matched(self, position: int, query: list[str]) -> tuple[str, ...]:
+        """The query's terms the cause's text holds (those its score was summed over), in order."""
+        doc = self._docs[self._causes[position]]
+        return tuple(term for term in query if doc.get(term))
 
     def _postings_table(self) -> tuple[list[str], dict[str, list[tuple[int, float]]]]:
         """The causes in order, and per term the causes (positions) whose text holds it with the
@@ -100,16 +108,19 @@ class RelevanceIndex:
         return self._causes, self._postings
 
     def evidence(self, texts: Iterable[str]) -> dict[str, tuple[float, tuple[str, ...]]]:
-        """Evidence strength and matched terms per cause for what the user said."""
-        scored = self.scores("\n".join(texts))
+        """Evidence strength and matched terms per cause for what the user said (the matched
+        terms are found only for the causes that get evidence)."""
+        query, totals = self._totals("\n".join(texts))
+        scored = [(position, score) for position, score in sorted(totals.items()) if score > 0]
         if not scored:
             return {}
-        best = max(score for score, _ in scored.values())
+        best = max(score for _, score in scored)
         if best < MIN_BEST:
             return {}
-        ranked = sorted(scored.items(), key=lambda item: -item[1][0])[:TOP]
+        ranked = sorted(scored, key=lambda item: -item[1])[:TOP]
+        causes = self._causes
         return {
-            cause_id: (round(WEIGHT * (score / best) ** 2, 4), words)
-            for cause_id, (score, words) in ranked
+            causes[position]: (round(WEIGHT * (score / best) ** 2, 4), self._matched(position, query))
+            for position, score in ranked
             if score >= MIN_SHARE * best
         }

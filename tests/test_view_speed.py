@@ -325,6 +325,47 @@ def test_beliefs_and_evidence_gains_are_those_of_the_plain_computation(doctor, m
     assert compared > 500 and evidence > 100
 
 
+class _NeverDisjoint(frozenset):
+    """A row's causes that always share a cause with those weighed: its sums are taken afresh."""
+
+    def isdisjoint(self, other):
+        return False
+
+
+def test_sums_kept_per_fact_are_those_of_summing_the_weights_each_turn(doctor, monkeypatch):
+    """Question ranking takes a fact's Σ w(c) sums from its row (kept per KB) when none of its causes
+    has a certainty; summing the weights at every turn gives the same questions, with the same
+    gains and scores to the last bit, and the same causes."""
+    from nccl_doctor.engine import questions
+
+    def ranked(session):
+        return questions.rank_questions(session.doctor.compiled, session._inference(), session._model(),
+                                        skip=session.unknown, limit=10, lang=session.language)
+
+    kept_rows = questions._rows
+    compared = 0
+    for session in _sessions(doctor, step=9):
+        fast = ranked(session)
+        with monkeypatch.context() as plain:
+            plain.setattr(questions, "_rows", lambda model: [row._replace(causes=_NeverDisjoint(row.causes))
+                                                             for row in kept_rows(model)])
+            assert fast == ranked(session)
+        compared += len(fast)
+    assert compared > 500
+
+
+def test_questions_made_when_read_are_those_ranked_at_once(doctor):
+    """A session ranks ten questions and makes each into a Question only when it is read: reading
+    three then ten gives what a fresh session reading ten at once gives, and the same three first."""
+    for session in _sessions(doctor, step=23):
+        three = session.questions(3)
+        state = session.to_json()
+        ten = session.questions(10)
+        fresh = type(session).from_json(session.doctor, state).questions(10)
+        assert three == ten[:3] and ten == fresh
+        assert session.next_question() == (ten[0] if ten else None)
+
+
 def test_one_added_fact_whose_rules_set_nothing_gives_the_chainings_consequences(doctor):
     """Simulating an answer whose ready rules that fire set no new fact tries each once, in agenda
     order, on a copy of the facts (else it chains as the agenda does); what it adds and the evidence per cause are those of chaining a full copy
@@ -355,8 +396,9 @@ def test_one_added_fact_whose_rules_set_nothing_gives_the_chainings_consequences
 
 def test_relevance_from_postings_equals_scoring_every_cause(doctor):
     """BM25 relevance summed from per-term postings gives the floats, terms and cause order of
-    scoring every cause over every query term, on every incident description and log."""
-    from nccl_doctor.engine.relevance import _B, _K1, _terms
+    scoring every cause over every query term, on every incident description and log; the
+    evidence (terms found only for the causes that get some) is what those scores give."""
+    from nccl_doctor.engine.relevance import _B, _K1, MIN_BEST, MIN_SHARE, TOP, WEIGHT, _terms
 
     index = doctor.relevance
 
@@ -375,11 +417,20 @@ def test_relevance_from_postings_equals_scoring_every_cause(doctor):
                 out[cause_id] = (score, tuple(matched))
         return out
 
+    def plain_evidence(scored):  # what evidence() makes of every cause's score and terms
+        if not scored or max(score for score, _ in scored.values()) < MIN_BEST:
+            return {}
+        best = max(score for score, _ in scored.values())
+        ranked = sorted(scored.items(), key=lambda item: -item[1][0])[:TOP]
+        return {cause_id: (round(WEIGHT * (score / best) ** 2, 4), words)
+                for cause_id, (score, words) in ranked if score >= MIN_SHARE * best}
+
     scored = 0
     for incident in doctor.kb.incidents.values():
         for text in (incident.reporter, incident.log or "", incident.reporter + "\n" + incident.summary):
             fast, expected = index.scores(text), plain(text)
             assert fast == expected and list(fast) == list(expected), incident.id
+            assert list(index.evidence([text]).items()) == list(plain_evidence(expected).items()), incident.id
             scored += len(expected)
     assert scored > 10_000
 
