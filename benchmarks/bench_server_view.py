@@ -15,8 +15,8 @@ one after the other on the same restored state, so the parts add up to the whole
 Compare two versions of the code by running the script against each, back to back, e.g. a copy
 of the old tree on ``PYTHONPATH`` (the figures in BENCHMARKS.md were taken that way).
 
-    python benchmarks/bench_server_view.py [--sessions 100] [--repeat 3] [--fixed]
-    python benchmarks/bench_server_view.py --dump FILE   # then diff FILE with another version's
+    python benchmarks/bench_server_view.py [--sessions 100] [--repeat 3] [--fixed] [--prepare]
+    python benchmarks/bench_server_view.py --dump FILE [--prepare]   # then diff FILE with another version's
 """
 from __future__ import annotations
 
@@ -115,10 +115,14 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     parser.add_argument("--fixed", action="store_true", help="the load benchmark's five fixed sessions")
+    parser.add_argument("--prepare", action="store_true",
+                        help="prepare the Doctor first, as the server's engine workers do (every condition and regex compiled)")
     parser.add_argument("--dump", metavar="FILE",
                         help="write a digest of every view and state of every incident's consultation and stop")
     args = parser.parse_args()
     doctor, limits = load_doctor(), Limits()
+    if args.prepare:
+        doctor.prepare()
     if args.dump:
         Path(args.dump).write_text("".join(dump(doctor, limits)))
         return 0
