@@ -553,17 +553,55 @@ def _first_standing(ckb: CompiledKB, regex, lines: list[str], symptom):
 _SIGNATURE_TABLES: dict[int, tuple[object, tuple]] = {}
 
 
-def _signature_table(ckb: CompiledKB) -> tuple[list[tuple[str, tuple[str, ...], bool]], list[str]]:
-    """(signature id, needles as matched, ignore case) for every signature, and the ids of those
-    that read a "Last error:" line's continuation: built once per compiled KB, not per text."""
+class _SignatureGate(NamedTuple):
+    """Which signatures a line may match, found from the literals it holds (see :func:`scan_lines`)."""
+
+    always: tuple[int, ...]  # positions (in the table) of signatures without literals: tried on every line
+    lower: dict[str, tuple[tuple[str, int], ...]]  # caseless literals (lower case) by their first three characters
+    raw: dict[str, tuple[tuple[str, int], ...]]  # case-sensitive ones, likewise
+    short_lower: tuple[tuple[str, int], ...]  # literals under three characters, with their signature's position
+    short_raw: tuple[tuple[str, int], ...]
+
+
+def _signature_table(ckb: CompiledKB) -> tuple[list[tuple[str, tuple[str, ...], bool]], list[str], _SignatureGate]:
+    """(signature id, needles as matched, ignore case) for every signature, the ids of those
+    that read a "Last error:" line's continuation, and the gate that finds the signatures a line
+    may match: built once per compiled KB, not per text."""
     signatures = ckb.kb.signatures
     kept = _SIGNATURE_TABLES.get(id(signatures))
     if kept is None or kept[0] is not signatures:
         table = [(sig.id, tuple(n.lower() for n in sig.needles) if sig.ignore_case else tuple(sig.needles),
                   sig.ignore_case) for sig in signatures.values()]
+        always: list[int] = []
+        by_first: tuple[dict[str, list[tuple[str, int]]], dict[str, list[tuple[str, int]]]] = ({}, {})
+        short: tuple[list[tuple[str, int]], list[tuple[str, int]]] = ([], [])
+        for position, (_, needles, caseless) in enumerate(table):
+            if not needles:
+                always.append(position)
+            for needle in needles:
+                side = 0 if caseless else 1
+                if len(needle) >= 3:
+                    by_first[side].setdefault(needle[:3], []).append((needle, position))
+                else:
+                    short[side].append((needle, position))
+        gate = _SignatureGate(tuple(always), *({k: tuple(v) for k, v in found.items()} for found in by_first),
+                              tuple(short[0]), tuple(short[1]))
         kept = _SIGNATURE_TABLES[id(signatures)] = (signatures, (table, [sid for sid, needles, _ in table
-                                                                          if LAST_ERROR in needles]))
+                                                                          if LAST_ERROR in needles], gate))
     return kept[1]
+
+
+def _may_match(gate: _SignatureGate, line: str, lowered: str) -> list[int]:
+    """The positions, in order, of the signatures that have a literal in the line (caseless ones
+    in its lower case) or none at all: the others cannot match it. Literals of three or more
+    characters are looked for only where the line holds their first three."""
+    found = set(gate.always)
+    for text, by_first, short in ((lowered, gate.lower, gate.short_lower), (line, gate.raw, gate.short_raw)):
+        if by_first:
+            for trigram in {text[i:i + 3] for i in range(len(text) - 2)}.intersection(by_first):
+                found.update(position for needle, position in by_first[trigram] if position not in found and needle in text)
+        found.update(position for needle, position in short if position not in found and needle in text)
+    return sorted(found)
 
 
 def last_error_line(line: str) -> str:
@@ -574,7 +612,7 @@ def last_error_line(line: str) -> str:
 
 def scan_lines(ckb: CompiledKB, lines: Iterable[str], first_line: int = 1) -> Iterator[SignatureHit]:
     """Run every log signature over the lines; yield one hit per (line, signature)."""
-    signatures, continuing = _signature_table(ckb)
+    signatures, continuing, gate = _signature_table(ckb)
     regexes = ckb.signature_regexes
     previous = ""
     for line_no, raw in enumerate(lines, start=first_line):
@@ -589,12 +627,8 @@ def scan_lines(ckb: CompiledKB, lines: Iterable[str], first_line: int = 1) -> It
                 found = regexes[sig_id].search(joined)
                 if found:
                     yield SignatureHit(sig_id, line_no, joined, {k: v for k, v in found.groupdict().items() if v is not None})
-        lowered = None
-        for sig_id, needles, caseless in signatures:
-            if needles:
-                haystack = (lowered := lowered or line.lower()) if caseless else line
-                if not any(n in haystack for n in needles):
-                    continue
+        for position in _may_match(gate, line, line.lower()):
+            sig_id = signatures[position][0]
             found = regexes[sig_id].search(line)
             if found:
                 caps = {k: v for k, v in found.groupdict().items() if v is not None}

@@ -581,6 +581,26 @@ def test_matching_only_the_candidate_symptoms_finds_what_trying_every_symptom_fi
     assert sum(map(len, fast)) > 1000
 
 
+def test_signatures_tried_on_a_line_by_its_literals_find_what_checking_each_signature_finds(doctor, monkeypatch):
+    """Pasted lines are matched against the signatures whose literals the line holds, looked for by
+    their first three characters; checking every signature's literals on every line finds the
+    same hits in the same order, on every incident description and log."""
+    from nccl_doctor.engine import matching
+
+    ckb = doctor.compiled
+    texts = [i.reporter for i in doctor.kb.incidents.values()] + [i.log for i in doctor.kb.incidents.values() if i.log]
+    fast = [list(matching.scan_lines(ckb, text.splitlines())) for text in texts]
+    table = matching._signature_table(ckb)[0]
+
+    def every_signature(gate, line, lowered):  # the literal check, signature by signature
+        return [position for position, (_, needles, caseless) in enumerate(table)
+                if not needles or any(n in (lowered if caseless else line) for n in needles)]
+
+    monkeypatch.setattr(matching, "_may_match", every_signature)
+    assert [list(matching.scan_lines(ckb, text.splitlines())) for text in texts] == fast
+    assert sum(map(len, fast)) > 300
+
+
 def test_a_cjk_phrase_left_out_on_ascii_text_scores_nothing_there(doctor):
     """The CJK phrases matching leaves out on an ASCII text (at least as long as the longest of
     them) lack too many of their characters to reach the fuzzy cutoff on any such text; checked
