@@ -203,9 +203,10 @@ def _rank(leave_one_out, incident: dict) -> int | None:
 # 23 first; round 15's infrastructure cases at 33 % / 56 % and 9 % / 45 %, then 15 of 17 first; round 16's
 # program and launch cases - all of program-launch.yaml and eight launcher / MPI / framework cases of the other
 # two files - at 52 % / 60 % of those 25, then every one first); round 16's
-# infrastructure and inference cases at 39 % / 56 % and 44 % / 56 % blind, then 27 of 28 first); round 17's
+# infrastructure and inference cases at 39 % / 56 % and 44 % / 56 % blind, then 27 of 28 first; round 17's
 # program and launch cases - all of program-launch.yaml and five launcher / serving-framework cases of
-# inference-mixed.yaml - at 8 % / 31 % of those 13 blind (program-launch.yaml alone 0 % / 25 %), then 13 of 13 first.
+# inference-mixed.yaml - at 8 % / 31 % of those 13 blind (program-launch.yaml alone 0 % / 25 %), then 13 of 13 first;
+# round 18's program and launch cases at 47 % / 60 % of 15 blind, then 15 of 15 first).
 # Rounds 9-10's infrastructure cases are lower: several hold their deciding fact only in `knows`.
 @pytest.mark.parametrize("name, floor", [
     ("round-8-program.yaml", (0.85, 0.9)), ("round-8-launch.yaml", (0.85, 0.9)),
@@ -220,6 +221,7 @@ def _rank(leave_one_out, incident: dict) -> int | None:
     ("round-16-program.yaml", (0.9, 0.95)),
     ("round-16-infra.yaml", (0.9, 0.95)),
     ("round-17-program.yaml", (0.9, 0.95)),
+    ("round-18-program.yaml", (0.9, 0.95)),
 ])
 def test_blind_round_incidents_floor(leave_one_out, name, floor):
     incidents = _incidents(name)
