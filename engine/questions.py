@@ -74,6 +74,9 @@ SHARPNESS = 10.0
 #: At most this many yes/no and choice questions are simulated per turn: those whose rules can
 #: move the most belief (Σ p(x) × the strongest evidence on x the fact can reach).
 SIMULATED = 24
+#: ... and, for each of this many causes believed most, the question that moves it most (when
+#: the first :data:`SIMULATED` hold none that moves it as strongly): :func:`_shortlist`.
+DECIDERS = 8
 MIN_GAIN = 0.01
 MIN_RELEVANCE = 0.02
 RELEVANCE_WEIGHT = 0.05
@@ -417,6 +420,28 @@ def _rows(model: ConsultModel) -> list[_Row]:
     return kept[1]
 
 
+def _shortlist(candidates: list[tuple], weights: Mapping[str, float]) -> set[str]:
+    """The questions simulated this turn: the :data:`SIMULATED` first by potential, and for each
+    of the :data:`DECIDERS` causes believed most, the question that moves it most strongly.
+
+    Potential (belief times strength, summed) favours questions about the leading cause or about
+    many causes at once; the question that alone would settle the fifth or seventh cause (an
+    inference engine's own switch while common training causes lead on their priors) scores low
+    and would never be simulated, so its gain would never be weighed against the others.
+    ``candidates`` come sorted by potential as (potential, fact, row, relevance); a row holds its
+    fact's strongest moves (``move_causes``, ``move_strengths``)."""
+    chosen = {c[1] for c in candidates[:SIMULATED]}
+    leaders = set(heapq.nsmallest(DECIDERS, weights, key=lambda c: (-weights[c], c)))
+    best: dict[str, tuple[float, str]] = {}  # leading cause: (strongest move on it, its fact)
+    for candidate in candidates:  # by potential: of equal strengths the shortlisted one stays
+        row = candidate[2]
+        for cause, strength in zip(row.move_causes, row.move_strengths):
+            if cause in leaders and strength > best.get(cause, (0.0, ""))[0]:
+                best[cause] = (strength, candidate[1])
+    chosen.update(fact_id for _, fact_id in best.values())
+    return chosen
+
+
 def rank_questions(
     ckb: CompiledKB,
     state: Inference,
@@ -497,15 +522,16 @@ def ranking(
             potential = sum(map(mul, map(weight, row.move_causes), row.move_strengths)) / total
         candidates.append((potential, fact_id, row, relevance))
     candidates.sort(key=lambda c: (-c[0], c[1]))
-    ready = ready_rules(ckb, state, [c[1] for c in candidates[:SIMULATED]])
+    shortlist = _shortlist(candidates, beliefs.w)
+    ready = ready_rules(ckb, state, [c[1] for c in candidates if c[1] in shortlist])
 
     def reachable(row: _Row) -> float:
         if row.causes.isdisjoint(weighed):
             return row.reachable / total
         return sum(map(mul, map(weight, row.bears_on), row.chance)) / total
 
-    for rank, (potential, fact_id, row, relevance) in enumerate(candidates):
-        if rank >= SIMULATED:
+    for potential, fact_id, row, relevance in candidates:
+        if fact_id not in shortlist:
             if relevance >= MIN_RELEVANCE:  # most are not: their reach is summed only when it counts
                 scored.append((RELEVANCE_WEIGHT * reachable(row), fact_id, 0.0, None, None))  # separates: below
             continue

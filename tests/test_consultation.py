@@ -477,6 +477,25 @@ def test_questions_consider_causes_beyond_the_leaders(doctor):
     assert separated - leaders, "only the leading causes are ever weighed"
 
 
+def test_the_question_that_settles_a_leading_cause_is_weighed(doctor):
+    """A serving engine timing out after a while: the custom all-reduce is one of the leading
+    causes, behind training causes that lead on their priors. Its deciding question (does turning
+    the custom all-reduce off help?) moves only that cause, so its potential (belief x strength)
+    ranked it past the simulated shortlist and its gain was never computed; it must be weighed -
+    and then it ranks among the first questions (the reported incident left out of the library, as
+    the consultation benchmark replays it)."""
+    session = doctor.session(leave_out=["vllm-405b-fp8-custom-allreduce-gather-timeout"])
+    session.tell("Serving llama3-405b FP8 with vLLM tensor parallel over 8 GPUs, the server runs for a while "
+                 "and then the NCCL watchdog kills the ranks because a GATHER collective timed out after 600 seconds.")
+    session.answer("first_error_line", "[rank2]:[E822 06:33:42.472676771 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog "
+                   "caught collective operation timeout: WorkNCCL(SeqNum=4554, OpType=GATHER, NumelIn=16032, "
+                   "NumelOut=0, Timeout(ms)=600000) ran for 600089 milliseconds before timing out.")
+    session.dont_know("phase")
+    questions = session.questions(limit=8)
+    deciding = [q for q in questions if q.id == "custom_allreduce_off_helps"]
+    assert deciding and deciding[0].gain > 0.05, [(q.id, round(q.gain, 3)) for q in questions]
+
+
 # ---------------------------------------------------------------------- not recognised
 @pytest.mark.parametrize("text", [
     "the office printer jams on page 2",
