@@ -266,7 +266,9 @@ def _cjk_score(phrase: str, text: str, fine_cancels: bool = False, chars: Counte
         at = text.find(phrase, at + 1)
     if phrase in text:
         return 0.0
-    if len(phrase) >= 4:
+    # fuzzily only where the text holds one of its CJK characters: a phrase mostly in ASCII
+    # ("存checkpoint", "第一次allreduce") would otherwise match the English word alone
+    if len(phrase) >= 4 and any(c in text for c in phrase if not c.isascii()):
         score = partial_ratio(phrase, text, _CJK_CUTOFF, chars)
         if score >= _CJK_CUTOFF:
             return score / 100
@@ -362,11 +364,9 @@ def _prepared(ckb: CompiledKB, every_group: bool = False) -> _Prepared:
 
 def _ascii_blind(phrase: str) -> bool:
     """Whether a CJK phrase scores 0 (:func:`_cjk_score`) on every ASCII text at least as long as
-    it: such a text holds none of its k non-ASCII characters, so it is not in the text, and
-    partial_ratio aligns it with windows of w <= n characters sharing at most min(w, n - k) with
-    it, a ratio of at most 200 (n - k) / (2n - k), here under the 85 it needs."""
-    n, k = len(phrase), sum(not c.isascii() for c in phrase)
-    return 200 * (n - k) < _CJK_CUTOFF * (2 * n - k)
+    it: such a text holds none of its non-ASCII characters, so the phrase is neither in it nor
+    tried fuzzily - true of every phrase holding a non-ASCII character."""
+    return not phrase.isascii()
 
 
 def _gate_groups(ckb: CompiledKB, prepared: _Prepared, gate) -> tuple[frozenset[str], ...]:

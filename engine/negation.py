@@ -13,8 +13,10 @@ A match names something the user says. It does not count when, in the same claus
   contrasts the working setup with the failing one (``engine.matching`` weighs this; alone, "works
   on up to 4 nodes, fails on more", the match still counts).
 
-A clause ends at sentence punctuation, a comma, a line break, or "but" / "however" / 但 / 但是,
-so "it doesn't crash, it hangs" still says it hangs. Cues inside the match belong to the
+A clause ends at sentence punctuation, a comma, a closing bracket, a line break, or "but" /
+"however" / 但 / 但是, so "it doesn't crash, it hangs" still says it hangs, and "8 RTX 3090s
+(PCIe only, no NVLink) stuck at start-up" says they are stuck (a fuzzy phrase match reads the
+word-level form, :func:`negated_words`, which knows no clauses). Cues inside the match belong to the
 pattern ("does not hang" written into a pattern is matched as such).
 """
 from __future__ import annotations
@@ -37,7 +39,7 @@ _ZH_CHARS_BEFORE = 4
 _FINE_CHARS_AFTER = 32
 # 是不是 / 会不会 (a yes-no question) and 不同 / 不一致 (different) are not negations.
 _ZH_NOT_NEGATION = re.compile(r"(.)不\1|不同|不一")
-_CLAUSE_END = re.compile(r"[.;!?\n。；！？,，:：]|\b(?:but|however|although|though|whereas)\b|但是|但|然而|不过")
+_CLAUSE_END = re.compile(r"[.;!?\n。；！？,，:：)\]）]|\b(?:but|however|although|though|whereas)\b|但是|但|然而|不过")
 _WORD = re.compile(r"[a-z0-9][a-z0-9_'’]*")
 _FINE = re.compile(
     r"^\W{0,3}(?:\w+\s+){0,2}?(?:works?|worked|working|runs?\s+fine|ran\s+fine|is\s+fine|was\s+fine|are\s+fine|"

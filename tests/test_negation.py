@@ -60,6 +60,9 @@ def said(doctor, text):
     ("it crashes mid-run instead of being stuck at init", set()),  # a contrast denies what follows it
     ("it crashes rather than hangs", set()),
     ("instead of crashing, rank 3 is stuck at init", {"says_hang_pattern"}),  # the contrast is another clause's
+    ("8 RTX 3090s (PCIe only, no NVLink) stuck at init", {"says_hang_pattern"}),  # the bracket closes the clause
+    ("4 GPUs [no NVLink] stuck at init", {"says_hang_pattern"}),
+    ("two cards (rank 3 is not stuck at init) crash", set()),
 ])
 def test_negation_scope(doctor, text, expected):
     assert said(doctor, text) & {"says_hang_phrase", "says_hang_pattern"} == expected

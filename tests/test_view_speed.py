@@ -602,20 +602,20 @@ def test_signatures_tried_on_a_line_by_its_literals_find_what_checking_each_sign
 
 
 def test_a_cjk_phrase_left_out_on_ascii_text_scores_nothing_there(doctor):
-    """The CJK phrases matching leaves out on an ASCII text (at least as long as the longest of
-    them) lack too many of their characters to reach the fuzzy cutoff on any such text; checked
-    with rapidfuzz on every incident description and log line run."""
-    from nccl_doctor.engine import fuzzy
-    from nccl_doctor.engine.matching import _CJK_CUTOFF, _prepared
+    """Matching leaves every phrase holding a CJK character out on an ASCII text: scored, each
+    gives 0 on every incident description and log line, also where most of the phrase is ASCII
+    and the rest of it is in the text ("第一次allreduce" on "the allreduce hangs")."""
+    from nccl_doctor.engine.matching import _cjk_score, _is_cjk, _prepared
 
-    fuzz, _ = fuzzy._imported()
     prepared = _prepared(doctor.compiled)
-    assert prepared.ascii_blind and prepared.always_ascii < prepared.always
-    texts = [t.lower() for i in doctor.kb.incidents.values() for t in (i.reporter, i.log or "")
-             if t.isascii() and len(t) >= prepared.cjk_longest]
-    texts += [t.replace(" ", "") for t in texts[:50]]
-    best = max(fuzz.partial_ratio(phrase, text) for phrase in prepared.ascii_blind for text in texts)
-    assert 0 < best < _CJK_CUTOFF and len(texts) > 500
+    cjk = {p.lower() for item in doctor.kb.symptoms.values() for p in item.phrases or () if _is_cjk(p)}
+    assert cjk and cjk <= prepared.ascii_blind and prepared.always_ascii < prepared.always
+    texts = [t.lower() for i in doctor.kb.incidents.values() for t in (i.reporter, i.log or "") if t.isascii()]
+    texts += ["the allreduce hangs after two hours", "all ranks block in the checkpoint restore"]
+    assert len(texts) > 500
+    assert not [(p, t) for p in cjk for t in texts if _cjk_score(p, t)]
+    assert _cjk_score("第一次allreduce", "第一次allreduce就卡住") == 1.0
+    assert _cjk_score("第一次allreduce", "第一次allreduc就卡住") > 0  # a typo, with its CJK characters
 
 
 def test_a_prepared_doctor_compiles_nothing_later_and_answers_the_same(doctor):
