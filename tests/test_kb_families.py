@@ -206,6 +206,8 @@ def _rank(leave_one_out, incident: dict) -> int | None:
 # infrastructure and inference cases at 39 % / 56 % and 44 % / 56 % blind, then 27 of 28 first; round 17's
 # program and launch cases - all of program-launch.yaml and five launcher / serving-framework cases of
 # inference-mixed.yaml - at 8 % / 31 % of those 13 blind (program-launch.yaml alone 0 % / 25 %), then 13 of 13 first;
+# round 17's infrastructure cases - all 16 of infra.yaml and four serving-engine cases of inference-mixed.yaml - at
+# 56 % / 62 % and 25 % / 25 % blind, then 18 of 20 first (the two not first rest on a commenter's fix);
 # round 18's program and launch cases at 47 % / 60 % of 15 blind, then 15 of 15 first).
 # Rounds 9-10's infrastructure cases are lower: several hold their deciding fact only in `knows`.
 @pytest.mark.parametrize("name, floor", [
@@ -221,6 +223,7 @@ def _rank(leave_one_out, incident: dict) -> int | None:
     ("round-16-program.yaml", (0.9, 0.95)),
     ("round-16-infra.yaml", (0.9, 0.95)),
     ("round-17-program.yaml", (0.9, 0.95)),
+    ("round-17-infra.yaml", (0.85, 0.85)),
     ("round-18-program.yaml", (0.9, 0.95)),
 ])
 def test_blind_round_incidents_floor(leave_one_out, name, floor):
