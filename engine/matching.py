@@ -38,6 +38,7 @@ _MAX_STARTS = 2_000
 _PATTERN_LINE_CHARS = 2_000
 _CLOSE = 85  # the ratio (0-100) at which a text word is a typo of a phrase word
 _CJK_CUTOFF = 85  # the partial ratio (0-100) at which a CJK phrase matches fuzzily
+_ZH_NEGATION_CHARS = frozenset("不没未无非别")  # a fuzzy CJK match keeps these (see _cjk_score)
 LAST_ERROR = "Last error:"
 _RANK_PREFIX = re.compile(r"^\s*(\[(default)?\d+\]:\s*)?\[rank\d+\]:\s*")
 
@@ -267,8 +268,10 @@ def _cjk_score(phrase: str, text: str, fine_cancels: bool = False, chars: Counte
     if phrase in text:
         return 0.0
     # fuzzily only where the text holds one of its CJK characters: a phrase mostly in ASCII
-    # ("存checkpoint", "第一次allreduce") would otherwise match the English word alone
-    if len(phrase) >= 4 and any(c in text for c in phrase if not c.isascii()):
+    # ("存checkpoint", "第一次allreduce") would otherwise match the English word alone; and never
+    # without its negation: "ping 不通" is one character away from "ping 是通的"
+    if (len(phrase) >= 4 and any(c in text for c in phrase if not c.isascii())
+            and all(c in text for c in phrase if c in _ZH_NEGATION_CHARS)):
         score = partial_ratio(phrase, text, _CJK_CUTOFF, chars)
         if score >= _CJK_CUTOFF:
             return score / 100

@@ -616,6 +616,7 @@ def test_a_cjk_phrase_left_out_on_ascii_text_scores_nothing_there(doctor):
     assert not [(p, t) for p in cjk for t in texts if _cjk_score(p, t)]
     assert _cjk_score("第一次allreduce", "第一次allreduce就卡住") == 1.0
     assert _cjk_score("第一次allreduce", "第一次allreduc就卡住") > 0  # a typo, with its CJK characters
+    assert _cjk_score("ping 不通", "ping 是通的") == 0  # one character off, but that one is the negation
 
 
 def test_a_prepared_doctor_compiles_nothing_later_and_answers_the_same(doctor):
