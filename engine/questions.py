@@ -76,7 +76,7 @@ SHARPNESS = 10.0
 SIMULATED = 24
 #: ... and, for each of this many causes believed most, the question that moves it most (when
 #: the first :data:`SIMULATED` hold none that moves it as strongly): :func:`_shortlist`.
-DECIDERS = 8
+DECIDERS = 10
 MIN_GAIN = 0.01
 MIN_RELEVANCE = 0.02
 RELEVANCE_WEIGHT = 0.05
