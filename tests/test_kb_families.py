@@ -225,6 +225,7 @@ def _rank(leave_one_out, incident: dict) -> int | None:
     ("round-17-program.yaml", (0.9, 0.95)),
     ("round-17-infra.yaml", (0.85, 0.85)),
     ("round-18-program.yaml", (0.9, 0.95)),
+    ("round-18-infra.yaml", (0.9, 0.95)),
 ])
 def test_blind_round_incidents_floor(leave_one_out, name, floor):
     incidents = _incidents(name)
