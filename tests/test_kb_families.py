@@ -231,7 +231,9 @@ def _rank(leave_one_out, incident: dict) -> int | None:
 # inference-mixed.yaml - at 8 % / 31 % of those 13 blind (program-launch.yaml alone 0 % / 25 %), then 13 of 13 first;
 # round 17's infrastructure cases - all 16 of infra.yaml and four serving-engine cases of inference-mixed.yaml - at
 # 56 % / 62 % and 25 % / 25 % blind, then 18 of 20 first (the two not first rest on a commenter's fix);
-# round 18's program and launch cases at 47 % / 60 % of 15 blind, then 15 of 15 first).
+# round 18's program and launch cases at 47 % / 60 % of 15 blind, then 15 of 15 first; round 18's infrastructure,
+# MPI / Slurm, inference and version cases - all of infra.yaml and inference-versions.yaml - at 45 % / 55 % and
+# 57 % / 71 % blind (main at 6ca3733), then 25 of 25 first leave-one-out).
 # Rounds 9-10's infrastructure cases are lower: several hold their deciding fact only in `knows`.
 @pytest.mark.parametrize("name, floor", [
     ("round-8-program.yaml", (0.85, 0.9)), ("round-8-launch.yaml", (0.85, 0.9)),
