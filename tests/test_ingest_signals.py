@@ -83,12 +83,18 @@ def big_logs(folder: Path) -> list[str]:
     return paths
 
 
+def _hangup_as_in_a_terminal() -> None:
+    """The tool starts with SIGHUP's default action, as from a login shell: a suite run under
+    `nohup` would otherwise hand it an ignored SIGHUP, which it rightly keeps ignoring."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def start_with_workers(tmp_path: Path) -> tuple[subprocess.Popen, set[int], SlowWriter]:
     fifo = tmp_path / "stream.log"
     os.mkfifo(fifo)
     writer = SlowWriter(fifo)
     proc = subprocess.Popen([*DIAGNOSE, "--log", *big_logs(tmp_path), str(fifo), "--json", "--no-input"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_hangup_as_in_a_terminal)
     deadline = time.monotonic() + 60
     kids: set[int] = set()
     while time.monotonic() < deadline and proc.poll() is None:
