@@ -55,6 +55,10 @@ def _versions(commit: str, folder: Path) -> dict[str, tuple]:
     return versions
 
 
+def _zero(versions: dict[str, tuple]) -> dict[str, dict[str, float]]:
+    return {name: {"create": 0.0, "log": 0.0, "answer": 0.0} for name in versions}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("commit", help="the version to compare with (e.g. main)")
@@ -63,7 +67,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         versions = _versions(args.commit, Path(folder))
         inputs = list(session_inputs(args.sessions + 40, True, 0))
-        took = {name: {"create": 0.0, "log": 0.0, "answer": 0.0} for name in versions}
+        took = _zero(versions)
 
         def session(name: str, inputs, i: int) -> None:
             doctor, turn, limits = versions[name]
@@ -79,7 +83,7 @@ def main() -> int:
         for i, each in enumerate(inputs[args.sessions:]):  # warm both: lazy parts, indexes
             for name in order:
                 session(name, each, i)
-        took = {name: {"create": 0.0, "log": 0.0, "answer": 0.0} for name in versions}
+        took = _zero(versions)  # the warm-up's times left out
         for i, each in enumerate(inputs[:args.sessions]):
             for name in (order if i % 2 == 0 else order[::-1]):
                 session(name, each, i)

@@ -15,8 +15,8 @@ import bisect
 import functools
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator, Mapping
+from typing import NamedTuple, TypeVar
 
 from . import fuzzy
 from ..kb.needles import needle_groups
@@ -40,6 +40,7 @@ _CLOSE = 85  # the ratio (0-100) at which a text word is a typo of a phrase word
 _CJK_CUTOFF = 85  # the partial ratio (0-100) at which a CJK phrase matches fuzzily
 _ZH_NEGATION_CHARS = frozenset("不没未无非别")  # a fuzzy CJK match keeps these (see _cjk_score)
 LAST_ERROR = "Last error:"
+_T = TypeVar("_T")
 _RANK_PREFIX = re.compile(r"^\s*(\[(default)?\d+\]:\s*)?\[rank\d+\]:\s*")
 
 
@@ -297,8 +298,7 @@ class _Prepared(NamedTuple):
     short_needles: tuple[str, ...]  # the others
     always: frozenset[int]  # symptoms with an ungated pattern or a CJK phrase: always tried
     always_ascii: frozenset[int]  # of those, the ones that may match an ASCII text (see ascii_blind)
-    ascii_blind: frozenset[str]  # CJK phrases (lower case) that score 0 on an ASCII text as long
-    cjk_longest: int  # as the longest CJK phrase: the text lacks too many of their characters
+    ascii_blind: frozenset[str]  # the CJK phrases (lower case): each scores 0 on an ASCII text
     by_first_word: dict[str, tuple[int, ...]]  # a phrase's first word -> the symptoms with it
     first_words: frozenset[str]
     gate_groups: dict[tuple[str, int], tuple[frozenset[str], ...]]  # filled on a gate's first use
@@ -336,12 +336,9 @@ def _prepared(ckb: CompiledKB, every_group: bool = False) -> _Prepared:
                 for needle in gate.needles:
                     by_needle.setdefault(needle, []).append((i, gate))
             for _, phrase_lower, cjk, words in phrases:
-                if cjk:
+                if cjk:  # it needs one of its CJK characters in the text (see _cjk_score)
                     always.add(i)
-                    if _ascii_blind(phrase_lower):
-                        ascii_blind.add(phrase_lower)
-                    else:
-                        always_ascii.add(i)
+                    ascii_blind.add(phrase_lower)
                 elif words:
                     by_first_word.setdefault(words[0], []).append(i)
         groups: dict[tuple[str, int], tuple[frozenset[str], ...]] = {}
@@ -359,17 +356,9 @@ def _prepared(ckb: CompiledKB, every_group: bool = False) -> _Prepared:
             needles, symptoms, vocabulary, {n: tuple(dict.fromkeys(v)) for n, v in by_needle.items()},
             {g: tuple(v) for g, v in by_trigram.items()}, tuple(sorted(n for n in looked_for if len(n) < 3)),
             frozenset(always), frozenset(always_ascii), frozenset(ascii_blind),
-            max((len(p) for _, _, phrases in symptoms for _, p, cjk, _ in phrases if cjk), default=0),
             {w: tuple(dict.fromkeys(v)) for w, v in by_first_word.items()}, frozenset(by_first_word), groups,
             every_group))
     return kept[1]
-
-
-def _ascii_blind(phrase: str) -> bool:
-    """Whether a CJK phrase scores 0 (:func:`_cjk_score`) on every ASCII text at least as long as
-    it: such a text holds none of its non-ASCII characters, so the phrase is neither in it nor
-    tried fuzzily - true of every phrase holding a non-ASCII character."""
-    return not phrase.isascii()
 
 
 def _gate_groups(ckb: CompiledKB, prepared: _Prepared, gate) -> tuple[frozenset[str], ...]:
@@ -410,10 +399,9 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
     # each literal looked for once: those of 3+ characters only if the text has their first three
     present = {n for n in prepared.short_needles if n in lowered}
     by_trigram = prepared.by_trigram
-    for trigram in {lowered[i:i + 3] for i in range(len(lowered) - 2)}.intersection(by_trigram):
-        present.update(n for n in by_trigram[trigram] if n in lowered)
-    # CJK phrases that cannot score on this text, if it is ASCII (most are: see _ascii_blind)
-    blind = prepared.ascii_blind if lowered.isascii() and len(lowered) >= prepared.cjk_longest else frozenset()
+    present.update(n for n in _by_first_three(lowered, by_trigram) if n in lowered)
+    # CJK phrases cannot score on an ASCII text (most texts are)
+    blind = prepared.ascii_blind if lowered.isascii() else frozenset()
     # The symptoms that may match: one with a gated pattern whose literals the text holds (one of
     # each of its needle groups: no match can lack them all, so any other pattern is skipped), one
     # with a phrase whose first word occurs in the text (any other phrase scores 0), or one
@@ -431,7 +419,7 @@ def match_symptoms(ckb: CompiledKB, text: str) -> list[SymptomMatch]:
                 continue
             tried.add(key)
             if groups_known:
-                if not all(not present.isdisjoint(group) for group in gate_groups[key]):
+                if any(present.isdisjoint(group) for group in gate_groups[key]):
                     continue
             elif not all(any(looked[n] if n in looked else looked.setdefault(n, n in lowered) for n in group)
                          for group in _gate_groups(ckb, prepared, gate)):
@@ -594,6 +582,13 @@ def _signature_table(ckb: CompiledKB) -> tuple[list[tuple[str, tuple[str, ...], 
     return kept[1]
 
 
+def _by_first_three(text: str, index: Mapping[str, tuple[_T, ...]]) -> Iterator[_T]:
+    """The entries of ``index`` (literals keyed by their first three characters) whose key occurs
+    in ``text``: the only literals of three or more characters the text may hold."""
+    for trigram in {text[i:i + 3] for i in range(len(text) - 2)}.intersection(index):
+        yield from index[trigram]
+
+
 def _may_match(gate: _SignatureGate, line: str, lowered: str) -> list[int]:
     """The positions, in order, of the signatures that have a literal in the line (caseless ones
     in its lower case) or none at all: the others cannot match it. Literals of three or more
@@ -601,8 +596,8 @@ def _may_match(gate: _SignatureGate, line: str, lowered: str) -> list[int]:
     found = set(gate.always)
     for text, by_first, short in ((lowered, gate.lower, gate.short_lower), (line, gate.raw, gate.short_raw)):
         if by_first:
-            for trigram in {text[i:i + 3] for i in range(len(text) - 2)}.intersection(by_first):
-                found.update(position for needle, position in by_first[trigram] if position not in found and needle in text)
+            found.update(position for needle, position in _by_first_three(text, by_first)
+                         if position not in found and needle in text)
         found.update(position for needle, position in short if position not in found and needle in text)
     return sorted(found)
 

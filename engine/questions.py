@@ -199,29 +199,35 @@ class _Beliefs:
             old = w.get(cause)
             if old is None or f == 1.0:
                 continue
-            new = old * f
-            total += new - old
-            before = w_ln_w.get(cause)
-            s += (new * math.log(new) if new > 0 else 0.0) - (before if before is not None else old * math.log(old))
-        if total <= 0:
-            return 0.0
-        return max((math.log(total) - s / total) / _LN2, 0.0)
+            dw, ds = _weight_change(old, f, w_ln_w.get(cause))
+            total += dw
+            s += ds
+        return _entropy(total, s)
 
     def entropy_one(self, cause: str, f: float) -> float:
         """``entropy_with({cause: f})``, the same operations without the mapping."""
         old = self.w.get(cause)
         if old is None or f == 1.0:
             return self.entropy
-        new = old * f
-        total = self.total + (new - old)
-        before = self._w_ln_w.get(cause)
-        s = self.s + ((new * math.log(new) if new > 0 else 0.0) - (before if before is not None else old * math.log(old)))
-        if total <= 0:
-            return 0.0
-        return max((math.log(total) - s / total) / _LN2, 0.0)
+        dw, ds = _weight_change(old, f, self._w_ln_w.get(cause))
+        return _entropy(self.total + dw, self.s + ds)
 
     def mass(self, causes: Iterable[str]) -> float:
         return sum(self.w.get(c, 0.0) for c in causes) / self.total
+
+
+def _weight_change(old: float, f: float, before: float | None) -> tuple[float, float]:
+    """The changes to ``W`` and ``S`` when a weight ``old`` (whose ``w ln w`` is ``before``, when
+    kept) is multiplied by ``f``."""
+    new = old * f
+    return new - old, (new * math.log(new) if new > 0 else 0.0) - (before if before is not None else old * math.log(old))
+
+
+def _entropy(total: float, s: float) -> float:
+    """Entropy in bits from ``W`` and ``S`` (``H = ln W − S / W``)."""
+    if total <= 0:
+        return 0.0
+    return max((math.log(total) - s / total) / _LN2, 0.0)
 
 
 def _base_beliefs(ckb: CompiledKB) -> tuple[CompiledKB, dict[str, float], dict[str, float]]:
@@ -276,14 +282,8 @@ def evidence_gain(beliefs: _Beliefs, reach: EvidenceReach) -> float:
             p_shows = rw / total
             if p_shows <= 1e-6:
                 continue
-            if change is None:  # ``entropy_one`` would return the entropy itself: the term is 0
-                gain += p_shows * (entropy - entropy)
-                continue
-            dw, ds = change
-            after_total = total + dw
-            after_s = s + ds
-            after = max((math.log(after_total) - after_s / after_total) / _LN2, 0.0) if after_total > 0 else 0.0
-            gain += p_shows * (entropy - after)
+            if change is not None:  # (None: ``entropy_one`` would return the entropy itself, a term of 0)
+                gain += p_shows * (entropy - _entropy(total + change[0], s + change[1]))
             continue
         p_shows = rate * w.get(cause, 0.0) / total
         if p_shows <= 1e-6:
@@ -315,10 +315,7 @@ def _unraised_terms(beliefs: _Beliefs, reach: EvidenceReach) -> dict[str, tuple[
             if old is not None:
                 lift = math.exp(SHARPNESS * _clamp(combine(0.0, reach.strength[cause]) - 0.0, 2.0))
                 if lift != 1.0 and old > 0:
-                    new = old * lift
-                    before = base_w_ln_w.get(cause)
-                    change = (new - old, (new * math.log(new) if new > 0 else 0.0)
-                              - (before if before is not None else old * math.log(old)))
+                    change = _weight_change(old, lift, base_w_ln_w.get(cause))
             terms[cause] = (rw, change)
         found = _UNRAISED_TERMS[id(reach)] = (reach, base_w, terms)
     return found[2]

@@ -47,6 +47,7 @@ class RelevanceIndex:
     def __init__(self, kb: KnowledgeBase | None = None, *, state: tuple | None = None):
         """Index ``kb``, or take the :meth:`state` of an index built earlier (the KB cache keeps one)."""
         self._postings: dict[str, list[tuple[int, float]]] | None = None  # see _postings_table
+        self._causes: list[str] = []  # set with _postings
         if state is not None:
             self._docs, self._lengths, self._average, self._idf = state
             return
@@ -72,7 +73,7 @@ class RelevanceIndex:
         """BM25 score of the text against each cause, with the terms that matched (causes in
         the index's order; each score summed over the query's terms in sorted order)."""
         query, totals = self._totals(text)
-        causes = self._causes
+        causes = self._postings_table()[0]
         return {causes[position]: (score, self._matched(position, query))
                 for position, score in sorted(totals.items()) if score > 0}
 
@@ -90,7 +91,7 @@ class RelevanceIndex:
 
     def _matched(self, position: int, query: list[str]) -> tuple[str, ...]:
         """The query's terms the cause's text holds (those its score was summed over), in order."""
-        doc = self._docs[self._causes[position]]
+        doc = self._docs[self._postings_table()[0][position]]
         return tuple(term for term in query if doc.get(term))
 
     def _postings_table(self) -> tuple[list[str], dict[str, list[tuple[int, float]]]]:
@@ -118,7 +119,7 @@ class RelevanceIndex:
         if best < MIN_BEST:
             return {}
         ranked = sorted(scored, key=lambda item: -item[1])[:TOP]
-        causes = self._causes
+        causes = self._postings_table()[0]
         return {
             causes[position]: (round(WEIGHT * (score / best) ** 2, 4), self._matched(position, query))
             for position, score in ranked
