@@ -665,8 +665,14 @@ class Session:
 #: signatures pasted lines hit, the words): a server restores a session from its state at every
 #: turn, and most turns (a log, answers) leave the texts as they were.
 _TEXT_WORK: weakref.WeakKeyDictionary[Doctor, dict[tuple[str, tuple[str, ...]], Any]] = weakref.WeakKeyDictionary()
-_TEXT_WORK_KEPT = 512  # entries per Doctor, the oldest dropped first
 _TEXT_WORK_CHARS = 32_000  # longer texts are not kept
+#: What the cache may hold: entries, and characters of texts in all (the values grow with the
+#: texts), the least recently used dropped first. A server's worker sees every session's turns in
+#: turn, three entries each: 512 entries were fewer than 200 concurrent sessions need, so each
+#: entry was dropped before its session's next turn and computed again.
+_TEXT_WORK_KEPT = 8_192
+_TEXT_WORK_KEPT_CHARS = 3_000_000
+_TEXT_WORK_SIZE: weakref.WeakKeyDictionary[Doctor, list[int]] = weakref.WeakKeyDictionary()
 
 
 def _from_texts(doctor: Doctor, kind: str, texts: list[str], compute: Callable[[], Any]) -> Any:
@@ -675,14 +681,22 @@ def _from_texts(doctor: Doctor, kind: str, texts: list[str], compute: Callable[[
     cache = _TEXT_WORK.get(doctor)
     if cache is None:
         cache = _TEXT_WORK.setdefault(doctor, {})
+        _TEXT_WORK_SIZE[doctor] = [0]
     key = (kind, tuple(texts))
-    found = cache.get(key)
-    if found is None:
-        found = compute()
-        if sum(map(len, texts)) <= _TEXT_WORK_CHARS:
-            while len(cache) >= _TEXT_WORK_KEPT:
-                cache.pop(next(iter(cache)), None)
-            cache[key] = found
+    found = cache.pop(key, None)
+    if found is not None:
+        cache[key] = found  # the most recently used goes last
+        return found
+    found = compute()
+    size = sum(map(len, texts))
+    if size <= _TEXT_WORK_CHARS:
+        held = _TEXT_WORK_SIZE[doctor]
+        while cache and (len(cache) >= _TEXT_WORK_KEPT or held[0] + size > _TEXT_WORK_KEPT_CHARS):
+            oldest = next(iter(cache))
+            del cache[oldest]
+            held[0] -= sum(map(len, oldest[1]))
+        cache[key] = found
+        held[0] += size
     return found
 
 

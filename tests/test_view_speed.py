@@ -87,6 +87,41 @@ def test_work_kept_from_a_sessions_texts_is_what_computing_it_gives(doctor):
             and ("relevance", (text,)) in sessions._TEXT_WORK[doctor])
 
 
+
+def test_work_kept_from_texts_outlasts_a_round_of_concurrent_sessions(doctor):
+    """A server worker takes every session's turns in turn: what 300 sessions' texts gave (three
+    kinds each: 900 entries) is still kept when the first session's next turn comes (512 entries
+    were kept, oldest first dropped, so each was computed again); a read keeps an entry longest,
+    and the characters kept in all stay within their bound (the oldest go first)."""
+    from nccl_doctor.engine import session as sessions
+
+    sessions._TEXT_WORK.pop(doctor, None)
+    computed: list[tuple[str, str]] = []
+
+    def work(kind: str, text: str):
+        return sessions._from_texts(doctor, kind, [text], lambda: computed.append((kind, text)) or (kind, text))
+
+    texts = [f"session {n}: all_reduce hangs on 2 nodes" for n in range(300)]
+    for text in texts:
+        for kind in ("relevance", "signatures", "words"):
+            work(kind, text)
+    assert len(computed) == 900
+    for text in texts:  # the next turn of every session reads what its first one kept
+        for kind in ("relevance", "signatures", "words"):
+            assert work(kind, text) == (kind, text)
+    assert len(computed) == 900
+    long = "x" * (sessions._TEXT_WORK_CHARS - 10)
+    recent = texts[0]
+    for n in range(sessions._TEXT_WORK_KEPT_CHARS // len(long) + 5):
+        work("relevance", recent)  # read between the long ones: kept as the most recently used
+        work("words", long[:-3] + f"{n:03d}")
+    held = sum(len(key[1][0]) for key in sessions._TEXT_WORK[doctor])
+    assert held <= sessions._TEXT_WORK_KEPT_CHARS
+    assert ("relevance", (recent,)) in sessions._TEXT_WORK[doctor]
+    assert ("words", (texts[1],)) not in sessions._TEXT_WORK[doctor]
+    assert sessions._TEXT_WORK_SIZE[doctor][0] == held
+    sessions._TEXT_WORK.pop(doctor, None)
+
 def _sessions(doctor, step: int = 7):
     """Sessions at several stages: a reporter's words, then the incident's log, then an answer."""
     for incident_id in _spread(doctor, step):
