@@ -37,6 +37,21 @@ def test_session_cap_gives_503_with_retry_after(doctor):
     assert [r.status_code for r in again] == [204, 201, 200]
 
 
+
+def test_every_endpoint_runs_on_the_event_loop(doctor):
+    """A plain ``def`` endpoint is handed to a thread and waited for: under load the DELETE that
+    ends each session cost the main process a thread hop; every endpoint is a coroutine."""
+    import inspect
+
+    from starlette.routing import Route
+
+    app = create_app(doctor)
+    ours = [r for r in app.routes if isinstance(r, Route) and r.path in {
+        "/healthz", "/sessions", "/sessions/{session_id}", "/sessions/{session_id}/state", "/stateless/turn"}]
+    assert len(ours) >= 6
+    assert all(inspect.iscoroutinefunction(r.endpoint) for r in ours), [r.name for r in ours
+                                                                        if not inspect.iscoroutinefunction(r.endpoint)]
+
 def test_idle_sessions_expire(doctor):
     now = [1000.0]
     store = SessionStore(Limits(max_sessions=2, session_ttl=60), clock=lambda: now[0])
