@@ -3,12 +3,15 @@ commit, in one process with the two versions' sessions interleaved.
 
 On a shared machine two runs back to back see different loads; here each session is run by
 both versions in turn (alternating which goes first), so both see the same load and the ratio
-holds even when the absolute figures do not. Each version is copied under its own package name
+holds even when the absolute figures do not. With ``--round-robin`` the sessions are taken turn
+by turn (every session's create, then every log, then the answers), as an engine worker of a
+loaded server sees them: what a version keeps between a session's turns must outlast the turns of
+all the others. Each version is copied under its own package name
 (``ncd_a`` for the commit, ``ncd_b`` for this checkout) into a temporary folder, with ``kb/``,
 ``engine/``, ``tui/`` and ``probes/`` placed as the installed package has them; each loads its
 own KB and is prepared as the server's workers are (``Doctor.prepare``).
 
-    python benchmarks/bench_engine_ab.py main [--sessions 200]
+    python benchmarks/bench_engine_ab.py main [--sessions 200] [--round-robin]
 """
 from __future__ import annotations
 
@@ -63,30 +66,47 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("commit", help="the version to compare with (e.g. main)")
     parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--round-robin", action="store_true",
+                        help="each turn of every session before the next turn of any (a loaded server's order)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         versions = _versions(args.commit, Path(folder))
         inputs = list(session_inputs(args.sessions + 40, True, 0))
         took = _zero(versions)
 
-        def session(name: str, inputs, i: int) -> None:
-            doctor, turn, limits = versions[name]
+        def turns(inputs, i: int) -> list[tuple[str, dict]]:
             kinds = [("create", {"text": inputs.text}), ("log", {"log": inputs.log, "log_name": f"rank{i}.log"})]
-            kinds += [("answer", {"answers": [{"fact": fact, "value": value}]}) for fact, value in inputs.answers]
+            return kinds + [("answer", {"answers": [{"fact": fact, "value": value}]}) for fact, value in inputs.answers]
+
+        def step(name: str, state, kind: str, data: dict):
+            doctor, turn, limits = versions[name]
+            started = time.process_time()
+            state, _ = turn(doctor, state, {**data, "questions": 3}, limits)
+            took[name][kind] += time.process_time() - started
+            return state
+
+        def session(name: str, inputs, i: int) -> None:
             state = None
-            for kind, data in kinds:
-                started = time.process_time()
-                state, _ = turn(doctor, state, {**data, "questions": 3}, limits)
-                took[name][kind] += time.process_time() - started
+            for kind, data in turns(inputs, i):
+                state = step(name, state, kind, data)
 
         order = list(versions)
         for i, each in enumerate(inputs[args.sessions:]):  # warm both: lazy parts, indexes
             for name in order:
                 session(name, each, i)
         took = _zero(versions)  # the warm-up's times left out
-        for i, each in enumerate(inputs[:args.sessions]):
-            for name in (order if i % 2 == 0 else order[::-1]):
-                session(name, each, i)
+        if args.round_robin:
+            planned = [turns(each, i) for i, each in enumerate(inputs[:args.sessions])]
+            states = {name: [None] * len(planned) for name in order}
+            for position in range(max(map(len, planned))):
+                for i, steps in enumerate(planned):
+                    if position < len(steps):
+                        for name in (order if i % 2 == 0 else order[::-1]):
+                            states[name][i] = step(name, states[name][i], *steps[position])
+        else:
+            for i, each in enumerate(inputs[:args.sessions]):
+                for name in (order if i % 2 == 0 else order[::-1]):
+                    session(name, each, i)
     n = args.sessions
     for name, label in (("ncd_a", args.commit), ("ncd_b", "this checkout")):
         t = took[name]
