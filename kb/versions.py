@@ -4,7 +4,8 @@ treat version knowledge like any other rule (see :class:`kb.schema.VersionTable`
 A row covers the releases of the table's key from its ``version`` up to, not including, its
 ``until`` (or the next row's ``version``; the last row of a lookup or minimum table is
 open-ended). Comparisons are the engine's numeric release comparisons (``2.10`` is after ``2.9``;
-``2.4.2`` is within ``2.4``-``2.4.6``).
+``2.4.2`` is within ``2.4``-``2.4.6``); a known bug fixed in a patch release needs the stated
+release to name its patch unless its whole series is affected (``2.4`` may be 2.4.8).
 """
 from __future__ import annotations
 
@@ -44,6 +45,18 @@ def _range_text(key: str, first: str, end: str) -> str:
     return f"{key} {first} up to {end}" if end else f"{key} {first} or later"
 
 
+def _precise_enough(key: str, end: str) -> list["Condition"]:
+    """A fix in a patch release (2.4.6) splits its series: a release stated as the series only
+    ("NCCL 2.4") may be 2.4.8, so it counts only when the whole series is before the fix (2.3)."""
+    from .schema import Condition
+
+    parts = end.split(".")
+    if len(parts) < 3 or not any(int(p) for p in parts[2:]):
+        return []
+    series = ".".join(parts[:2])
+    return [Condition(any=[Condition(fact=key, matches=r"^\d+\.\d+\.\d+"), Condition(fact=key, lt=series)])]
+
+
 def table_rules(table: "VersionTable") -> list["Rule"]:
     """The rules of one version table (pure: the same table always gives the same rules)."""
     from .schema import Action, Condition, Evidence, Rule
@@ -69,7 +82,7 @@ def table_rules(table: "VersionTable") -> list["Rule"]:
         strength = row.strength if row.strength is not None else table.strength
         evidence = [Evidence(cause=table.cause, strength=strength)]
         if table.kind == "known_bugs":
-            conditions = [*span, *extra]
+            conditions = [*span, *_precise_enough(table.key, end), *extra]
             description = f"{row.what} ({covered}; fixed in {end}: upgrade to {end} or later)"
             target = end
         else:
