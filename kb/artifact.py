@@ -34,11 +34,11 @@ __all__ = ["Record", "KnowledgeBase", "DeferredItems", "DeferredMap", "ARTIFACT_
            "read_plain", "write_artifact", "read_artifact", "runtime", "ArtifactError"]
 
 ARTIFACT_FORMAT = "nccl-doctor-kb"
-ARTIFACT_VERSION = 3
+ARTIFACT_VERSION = 4
 #: The sections every description is matched against: parsed when the artifact is read.
 EAGER = ("facts", "symptoms", "signatures")
 #: The sections a diagnosis reads a few items of: each item parsed when first read.
-DEFERRED = ("rules", "causes", "fixes", "incidents")
+DEFERRED = ("rules", "causes", "fixes", "incidents", "versions")
 _MAGIC = ARTIFACT_FORMAT.encode() + b"\n"
 _VERSION = f"{ARTIFACT_VERSION}.{marshal.version}"  # the interpreter's marshal format too
 _HEADER_MAX = 256
@@ -183,6 +183,10 @@ def build_artifact(kb: "schema.KnowledgeBase", *, key: str, examples: bool = Fal
         for section in ("rules", "symptoms", "signatures"):
             for item in data[section].values():
                 item["examples"] = empty
+        for table in data["versions"].values():
+            table["examples"] = empty
+            for row in table["rows"]:
+                row["examples"] = empty
     return {
         "format": ARTIFACT_FORMAT,
         "version": ARTIFACT_VERSION,

@@ -1,8 +1,8 @@
-"""Run the examples that sit beside every rule, symptom and signature.
+"""Run the examples that sit beside every rule, symptom, signature and version table.
 
 An example gives facts, the user's words and/or log text. For a rule it must fire on every
 ``fires`` example and stay silent on every ``silent`` one, with the whole KB loaded (so
-examples exercise chaining too). For a symptom the text must (not) match; for a signature
+examples exercise chaining too); for a version table, some rule of its rows must fire (or none). For a symptom the text must (not) match; for a signature
 some line of the log must (not) match.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = ["ExampleCase", "iter_examples", "check_example"]
 
 @dataclass(frozen=True)
 class ExampleCase:
-    kind: str  # rule | symptom | signature
+    kind: str  # rule | symptom | signature | table
     item: str
     expect: str  # fires | silent
     index: int
@@ -37,6 +37,10 @@ def iter_examples(doctor: Doctor) -> Iterator[ExampleCase]:
             for expect in ("fires", "silent"):
                 for index, example in enumerate(getattr(item.examples, expect)):
                     yield ExampleCase(kind, item.id, expect, index, example)
+    for table in kb.get("versions", {}).values():
+        for expect in ("fires", "silent"):
+            for index, example in enumerate(getattr(table.examples, expect)):
+                yield ExampleCase("table", table.id, expect, index, example)
 
 
 def _session_for(doctor: Doctor, example: Example) -> Session:
@@ -61,6 +65,17 @@ def check_example(doctor: Doctor, case: ExampleCase) -> str | None:
         if fired != want:
             facts = {k: v.value for k, v in session.facts().items()}
             return f"rule {case.item} {'did not fire' if want else 'fired'} on {case.expect} example {case.index}; facts: {facts}"
+        return None
+    if case.kind == "table":
+        from .versions import rule_ids
+
+        session = _session_for(doctor, example)
+        rows = set(rule_ids(doctor.kb.versions[case.item]))
+        fired = sorted(rows.intersection(session.fired_rules()))
+        if bool(fired) != want:
+            facts = {k: v.value for k, v in session.facts().items()}
+            what = "no row fired" if want else f"{', '.join(fired)} fired"
+            return f"table {case.item}: {what} on {case.expect} example {case.index}; facts: {facts}"
         return None
     if case.kind == "symptom":
         if not example.text:

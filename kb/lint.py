@@ -88,6 +88,7 @@ def _meaning(kb: KnowledgeBase) -> list[str]:
             problems.append(f"{_where(kb, 'fixes', fix.id)}: no cause uses this fix")
     problems.extend(_probe_problems(kb))
     problems.extend(_incident_problems(kb))
+    problems.extend(_version_table_problems(kb))
     problems.extend(_question_problems(kb, settable))
     return problems
 
@@ -190,9 +191,38 @@ def _satisfying(cond: Any, kb: KnowledgeBase) -> list[dict[str, Any]]:
 
 
 def _direct_evidence_ids(kb: KnowledgeBase) -> set[str]:
-    """Symptoms and signatures that weigh causes themselves (their rule is made by the loader;
-    their examples sit on the symptom or signature)."""
-    return {i.id for items in (kb.symptoms, kb.signatures) for i in items.values() if i.evidence}
+    """Symptoms and signatures that weigh causes themselves, and the rows of version tables (their
+    rules are made by the loader; their examples sit on the symptom, signature or table)."""
+    from .versions import rule_ids
+
+    direct = {i.id for items in (kb.symptoms, kb.signatures) for i in items.values() if i.evidence}
+    for table in kb.get("versions", {}).values():
+        direct.update(rule_ids(table))
+    return direct
+
+
+def _version_table_problems(kb: KnowledgeBase) -> list[str]:
+    """Version tables read and set version facts, weigh causes that exist, and have examples on
+    which some row fires and on which none does (on the table or its rows)."""
+    problems = []
+    for table in kb.get("versions", {}).values():
+        where = _where(kb, "versions", table.id)
+        for role in ("key", "compare", "target"):
+            name = table[role]
+            fact = kb.facts.get(name) if name else None
+            if name and fact is None:
+                problems.append(f"{where}: {role} {name!r} is no fact")
+            elif fact is not None and fact.type != "version":
+                problems.append(f"{where}: {role} {name!r} is a {fact.type} fact, not a version")
+        if table.cause and table.cause not in kb.causes:
+            problems.append(f"{where}: unknown cause {table.cause!r}")
+        for ref in [*table.references, *(r for row in table.rows for r in row.references)]:
+            if not _REFERENCE.match(ref):
+                problems.append(f"{where}: reference {ref!r} is neither a URL nor seed:FILE.txt")
+        kinds = [table.examples] + [row.examples for row in table.rows]
+        if not any(e.fires for e in kinds) or not any(e.silent for e in kinds):
+            problems.append(f"{where}: needs examples of both kinds (fires and silent)")
+    return problems
 
 
 def _incident_problems(kb: KnowledgeBase) -> list[str]:
@@ -281,7 +311,7 @@ def lint_kb(directory: Path | None = None, *, examples: bool = True) -> list[str
     folder = Path(directory or DATA_DIR)
     if (folder / "causes").is_dir() or (folder / "vocabulary").is_dir():
         problems.extend(_layout_problems(kb))
-    section = {"rule": "rules", "symptom": "symptoms", "signature": "signatures"}
+    section = {"rule": "rules", "symptom": "symptoms", "signature": "signatures", "table": "versions"}
     for case in iter_examples(doctor) if examples else ():
         message = check_example(doctor, case)
         if message:

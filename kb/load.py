@@ -3,7 +3,8 @@
 YAML is read with the safe loader only, once per file. Every problem is reported with the file
 (relative to the KB folder), the line and the id of the item, and loading stops with
 :class:`KBError` listing all of them at once. Symptoms and signatures that weigh causes directly
-(``evidence``) become a fact and a rule named after them here, so the engine sees only rules.
+(``evidence``) become a fact and a rule named after them here, and so does each row of a version
+table (kb/versions.py): the engine sees only rules.
 """
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["KBError", "Problem", "DATA_DIR", "SECTIONS", "kb_files", "content_key", "load_models", "load_files"]
 
 DATA_DIR = Path(__file__).parent
-SECTIONS = ("facts", "symptoms", "signatures", "rules", "causes", "fixes", "incidents")
+SECTIONS = ("facts", "symptoms", "signatures", "rules", "causes", "fixes", "incidents", "versions")
+#: The order a file's sections are merged in: version tables first, so their rows' rules come
+#: before the file's own rules in the agenda order.
+_FILE_ORDER = ("versions", "facts", "symptoms", "signatures", "rules", "causes", "fixes", "incidents")
 #: Folders of the packaged layout, in load order (derivation rules first: the first value set wins).
 LAYOUT = ("vocabulary", "causes", "incidents")
 
@@ -182,7 +186,7 @@ def load_models(paths: list[Path], root: Path | None = None) -> "schema.Knowledg
         if parsed is None:
             continue
         entries = [("causes", 0, parsed.cause, ("cause", 0))] if parsed.cause is not None else []
-        for section in SECTIONS:
+        for section in _FILE_ORDER:
             entries += [(section, i, item, (section, i)) for i, item in enumerate(getattr(parsed, section))]
         for section, _, item, mark in entries:
             line = marks.get(mark, (0, ""))[0]
@@ -194,6 +198,8 @@ def load_models(paths: list[Path], root: Path | None = None) -> "schema.Knowledg
             merged[section][item.id] = item
             origins[f"{section}:{item.id}"] = where
             origins.setdefault(item.id, where)
+            if section == "versions":
+                problems.extend(_version_rules(item, where, merged, origins))
     problems.extend(_direct_evidence(merged, origins))
     problems.extend(_regex_problems(merged, origins))
     if problems:
@@ -225,6 +231,24 @@ def _direct_evidence(merged: dict[str, dict[str, Any]], origins: dict[str, str])
                                             when=Condition(fact=item_id), then=Action(evidence=item.evidence),
                                             references=item.references)
             origins[f"rules:{item_id}"] = origins[f"facts:{item_id}"] = origins[f"{section}:{item_id}"]
+    return problems
+
+
+def _version_rules(table: Any, where: str, merged: dict[str, dict[str, Any]], origins: dict[str, str]) -> list[Problem]:
+    """A version table's rows become rules (kb/versions.py), located at the table and ordered before
+    the rules of its file: a rule that reads what a row sets (``driver_minimum`` known or not) is
+    tested after the row."""
+    from .versions import table_rules
+
+    problems = []
+    file, _, line = where.rpartition(":")
+    for rule in table_rules(table):
+        if rule.id in merged["rules"]:
+            problems.append(Problem(file, int(line or 0), table.id, f"row rule {rule.id!r} has the id of another rule"))
+            continue
+        merged["rules"][rule.id] = rule
+        origins[f"rules:{rule.id}"] = where
+        origins.setdefault(rule.id, where)
     return problems
 
 

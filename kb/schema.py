@@ -8,7 +8,10 @@ A KB is a folder of YAML files, read recursively:
 - ``vocabulary/*.yaml``: what many causes share — facts (with the questions that ask for them),
   symptoms, log signatures and the rules that derive facts from facts;
 - ``incidents/**/*.yaml``: real, publicly reported incidents, each tied to a cause and the fix that
-  worked (evidence by similarity, priors, and the consultation benchmark).
+  worked (evidence by similarity, priors, and the consultation benchmark);
+- ``versions:`` (in any file) version tables with references: releases with known bugs and the
+  release that fixed each, what a release ships, the least version another part needs
+  (:class:`VersionTable`; the loader turns each row into a rule).
 
 Every file has the shape of :class:`KBFile`; the loader merges them, checks that every id is
 unique and every reference resolves, and compiles the result into one plain JSON artifact
@@ -40,6 +43,8 @@ __all__ = [
     "Fix",
     "FixZh",
     "Incident",
+    "VersionRow",
+    "VersionTable",
     "KBFile",
     "KnowledgeBase",
     "AREAS",
@@ -368,6 +373,88 @@ class Incident(_Strict):
     collected: str = Field(default="", description="Which review round collected it (for blind figures).")
 
 
+_RELEASE = r"^\d{1,6}(\.\d{1,6}){0,5}$"  # a release number: bounded digits and parts
+
+
+def _release_key(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+class VersionRow(_Strict):
+    """One row of a version table: the releases from ``version`` up to (not including) ``until``
+    (by default the next row's ``version``; open-ended for the last row)."""
+
+    id: str = Field(default="", pattern=r"^([a-z][a-z0-9_]*)?$",
+                    description="known_bugs: the rule's id (the rows of other kinds are named after the table).")
+    version: str = Field(pattern=_RELEASE, description="The first release the row covers.")
+    until: str = Field(default="", pattern=r"^(\d{1,6}(\.\d{1,6}){0,5})?$",
+                       description="The first release it no longer covers: for known_bugs, the release with the fix.")
+    set: dict[str, FactValue] = Field(default_factory=dict, description="lookup: the facts the row gives, when unknown.")
+    needs: str = Field(default="", pattern=r"^(\d{1,6}(\.\d{1,6}){0,5})?$",
+                       description="minimum: the least version of the table's ``compare`` fact these releases need.")
+    what: str = Field(default="", description="known_bugs: what goes wrong, and the way around it; minimum: a note.")
+    when: "Condition | None" = Field(default=None, description="known_bugs: when the bug shows (besides the version).")
+    strength: float | None = Field(default=None, ge=-1, le=1, description="known_bugs: overrides the table's strength.")
+    references: list[str] = Field(default_factory=list)
+    examples: Examples = Field(default_factory=Examples)
+
+
+class VersionTable(_Strict):
+    """Version knowledge as a table with references, lowered by the loader into one rule per row
+    (kb/versions.py), so chaining, explanations and questions treat each row like any rule.
+
+    - ``lookup``: a release of ``key`` gives other facts (the NCCL and CUDA a torch wheel ships),
+      each only while that fact is unknown, at ``certainty``;
+    - ``known_bugs``: releases of ``key`` from ``version`` up to ``until`` (the fix) have a bug that
+      shows when ``when`` holds: evidence for ``cause``, and ``target`` set to the fixed release;
+    - ``minimum``: releases of ``key`` need ``compare`` at least ``needs`` (the CUDA runtime and the
+      driver): evidence for ``cause`` when it is lower, and ``target`` set to the minimum.
+    """
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    kind: Literal["lookup", "known_bugs", "minimum"]
+    description: str = Field(min_length=1)
+    key: str = Field(description="The version fact the rows are releases of.")
+    compare: str = Field(default="", description="minimum: the version fact that must reach each row's needs.")
+    cause: str = Field(default="", description="known_bugs and minimum: the cause a matching row weighs.")
+    strength: float = Field(default=0.5, ge=-1, le=1)
+    target: str = Field(default="", description="A version fact set to the release that fixes it (known_bugs) "
+                                                 "or to the minimum needed (minimum).")
+    when: "Condition | None" = Field(default=None, description="A condition every row's rule needs too.")
+    certainty: float = Field(default=0.8, gt=0, le=1, description="lookup: certainty of the facts it gives.")
+    references: list[str] = Field(min_length=1)
+    rows: list[VersionRow] = Field(min_length=1)
+    examples: Examples = Field(default_factory=Examples)
+
+    @model_validator(mode="after")
+    def _rows_fit_kind(self) -> "VersionTable":
+        if self.strength == 0:
+            raise ValueError("strength 0 says nothing")
+        weighs = self.kind != "lookup"
+        if weighs != bool(self.cause):
+            raise ValueError(f"a {self.kind} table {'needs' if weighs else 'takes no'} cause")
+        if (self.kind == "minimum") != bool(self.compare):
+            raise ValueError("compare belongs to minimum tables, and they need it")
+        for row in self.rows:
+            where = f"row {row.id or row.version}"
+            if self.kind == "lookup" and (not row.set or row.needs or row.what or row.when or row.id):
+                raise ValueError(f"{where}: a lookup row has set and nothing of the other kinds")
+            if self.kind == "minimum" and (not row.needs or row.set or row.when or row.id):
+                raise ValueError(f"{where}: a minimum row has needs (and may say what) and nothing of the other kinds")
+            if self.kind == "known_bugs":
+                if not (row.id and row.until and row.what) or row.set or row.needs:
+                    raise ValueError(f"{where}: a known_bugs row has id, until and what, and no set or needs")
+                if not row.references:
+                    raise ValueError(f"{where}: a known bug needs a reference")
+            if row.until and _release_key(row.until) <= _release_key(row.version):
+                raise ValueError(f"{where}: until {row.until} is not after version {row.version}")
+        if self.kind != "known_bugs":
+            keys = [_release_key(row.version) for row in self.rows]
+            if keys != sorted(set(keys)):
+                raise ValueError("rows must be in ascending order of version, each version once")
+        return self
+
+
 class KBFile(_Strict):
     """One YAML file of the knowledge base: a cause file has ``cause``; a vocabulary file has
     facts, symptoms, signatures and derivation rules; an incident file has ``incidents``."""
@@ -380,6 +467,7 @@ class KBFile(_Strict):
     causes: list[Cause] = Field(default_factory=list)
     fixes: list[Fix] = Field(default_factory=list)
     incidents: list[Incident] = Field(default_factory=list)
+    versions: list[VersionTable] = Field(default_factory=list)
 
 
 class KnowledgeBase(_Strict):
@@ -393,12 +481,15 @@ class KnowledgeBase(_Strict):
     causes: dict[str, Cause]
     fixes: dict[str, Fix]
     incidents: dict[str, Incident] = Field(default_factory=dict)
+    versions: dict[str, VersionTable] = Field(default_factory=dict)
     origins: dict[str, str] = Field(default_factory=dict)
 
 
 Condition.model_rebuild()
 Implication.model_rebuild()
 Fact.model_rebuild()
+VersionRow.model_rebuild()
+VersionTable.model_rebuild()
 
 
 def dump_json_schema() -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Every rule, symptom and signature behaves as its own examples say.
+"""Every rule, symptom, signature and version table behaves as its own examples say.
 
 One test per KB file runs the examples of every item defined in it (a few thousand examples in
 about a hundred tests, not one pytest item each); a failure names each failing example
@@ -15,7 +15,7 @@ from _packaged import KB_FOLDER, packaged_doctor
 from nccl_doctor.kb.examples import check_example, iter_examples
 from nccl_doctor.kb.load import kb_files
 
-SECTION = {"rule": "rules", "symptom": "symptoms", "signature": "signatures"}
+SECTION = {"rule": "rules", "symptom": "symptoms", "signature": "signatures", "table": "versions"}
 
 
 def _files() -> list[str]:
