@@ -327,12 +327,13 @@ class Session:
 
     def profile(self) -> Profile:
         """What case-based evidence compares with the library: the words of the texts, the
-        signatures the logs and texts hit, the facts given (not derived)."""
+        signatures the logs and texts hit, the facts given (not derived), except answers to
+        questions and ``log_given`` (see :mod:`engine.similarity`)."""
         if self._text_signatures is None:  # restored from a state: the texts are scanned again
             self._text_signatures = set(_from_texts(self.doctor, "signatures", self._texts, lambda: frozenset(
                 hit.signature for text in self._texts for hit in scan_lines(self.doctor.compiled, text.splitlines()))))
         signatures = set(self._text_signatures).union(*(log.hits for log in self._logs))
-        given = {name: record.value for name, record in self._base().items()}
+        given = {name: record.value for name, record in self._base(answers=False).items() if name != LOG_GIVEN}
         return Profile(_from_texts(self.doctor, "words", self._texts, lambda: words("\n".join(self._texts))),
                        frozenset(signatures), {name: fact_feature(name, value) for name, value in given.items()})
 
@@ -600,9 +601,13 @@ class Session:
                 detail = f"{summary.name}:{hit.line_no}" if kind == "log" else f"{prefix}pasted line {hit.line_no}"
                 self._assert_coerced(name, _fill(value, hit.captures), Source(kind, detail), signature.certainty)  # type: ignore[arg-type]
 
-    def _base(self) -> dict[str, FactRecord]:
+    def _base(self, answers: bool = True) -> dict[str, FactRecord]:
+        """The given facts, each from its most trusted source (``answers=False``: as if no
+        question had been answered)."""
         best: dict[str, FactRecord] = {}
         for record in [*self._assertions, *self._hang_facts]:
+            if not answers and record.source.kind == "answer":
+                continue
             current = best.get(record.name)
             if current is None:
                 best[record.name] = record

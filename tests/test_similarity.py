@@ -21,6 +21,7 @@ facts:
   - {id: multi_node, type: bool, question: More than one machine?}
   - {id: shm_error, type: bool}
   - {id: stuck_saving, type: bool, question: Does it hang while saving?}
+  - {id: log_given, type: bool}
 signatures:
   - id: shm_segment
     pattern: 'Error while creating shared memory segment'
@@ -372,3 +373,37 @@ def test_similar_incidents_alone_do_not_make_a_cause_supported(doctor):
     [diagnosis] = [d for d in session.diagnoses() if d.id == "rank_only_save"]
     assert any(e.rule == SIMILAR for e in diagnosis.evidence)
     assert not diagnosis.supported and not session.recognised()
+
+
+def test_an_answer_counts_through_the_rules_and_leaves_the_similar_incidents_alone(doctor):
+    """The question was chosen for what its answer does to the rules; the answer does not also
+    reshuffle the nearest incidents (which can take a cause's case-based evidence away even when
+    the answer says nothing about it: bench_consultation's "made worse" cases)."""
+    session = doctor.session()
+    session.tell("the job hangs at init_process_group")
+    before = [(i.id, i.score) for i in session.similar()]
+    assert before
+    session.answer("multi_node", True)
+    assert session.facts()["multi_node"].value is True
+    assert [(i.id, i.score) for i in session.similar()] == before
+    stated = doctor.session()  # the same fact stated by the user (a flag, a report) does count
+    stated.tell("the job hangs at init_process_group")
+    stated.set_fact("multi_node", True)
+    assert [(i.id, i.score) for i in stated.similar()] != before
+
+
+def test_a_fact_the_user_stated_stays_in_the_profile_when_an_answer_repeats_it(doctor):
+    session = doctor.session()
+    session.tell("NCCL fails in a docker container")
+    assert session.profile().facts["container"] == "container=docker"
+    session.answer("container", "docker")
+    assert session.profile().facts["container"] == "container=docker"
+
+
+def test_whether_a_log_was_given_is_not_compared_with_the_library(doctor):
+    """log_given describes the report, not the failure: a log pasted in an answer must not make
+    every incident that came with a log more similar."""
+    session = doctor.session()
+    session.add_log(["Error while creating shared memory segment /dev/shm/nccl-x (size 9637888)"])
+    assert session.facts()["log_given"].value is True
+    assert "log_given" not in session.profile().facts
