@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from ..errors import InputTooLarge, SessionError, StateError, UnknownFact
-from .certainty import LEAD_THRESHOLD, RAISE_THRESHOLD, counted
+from .certainty import LEAD_THRESHOLD, RAISE_THRESHOLD, combine, counted
 from .chaining import Inference, infer
 from .explain import how as explain_how
 from .explain import relevance_text, repeats_text
@@ -27,7 +27,7 @@ from .priors import library_priors
 from .consult_model import ConsultModel
 from .doctor import Doctor
 from .questions import Ranking, answer_options, leading_causes, ranking
-from .relevance import RELEVANCE
+from .relevance import LIBRARY_WEIGHT, RELEVANCE, incident_words
 from .results import Diagnosis, EvidenceItem, How, Plan, Question, Why
 from .similarity import SIMILAR, Profile, SimilarIncident, fact_feature, similar_text, words
 from .similarity import evidence as similar_evidence
@@ -624,13 +624,39 @@ class Session:
             base = self._base()
             state = infer(self.doctor.compiled, base)
             if self._texts:
-                weighed = _from_texts(self.doctor, "relevance", self._texts,
-                                      lambda: self.doctor.relevance.evidence(self._texts))
+                weighed = self._relevance()
                 for cause_id, (strength, words) in weighed.items():
                     state.evidence.setdefault(cause_id, []).append((RELEVANCE, strength))
                 state.matched_words = {cause_id: words for cause_id, (_, words) in weighed.items()}
             self._state, self._weighed = state, False
         return self._state
+
+    def _relevance(self) -> dict[str, tuple[float, tuple[str, ...]]]:
+        """Relevance evidence for the texts: the KB's words, and with case-based evidence the
+        library's words (less those of the incidents left out), combined per cause."""
+        weighed = _from_texts(self.doctor, "relevance", self._texts, lambda: self.doctor.relevance.evidence(self._texts))
+        if not self._case_based or not self.doctor.kb.get("incidents"):
+            return weighed
+        if self._leave_out:
+            without: dict[str, Counter[str]] = {}
+            library = self.doctor.kb.get("incidents", {})
+            for incident_id in sorted(self._leave_out):
+                incident = library[incident_id]
+                without[incident.cause] = without.get(incident.cause, Counter()) + incident_words(incident)
+            users = self.doctor.library_relevance.evidence(self._texts, without, LIBRARY_WEIGHT)
+        else:
+            users = _from_texts(self.doctor, "library relevance", self._texts,
+                                lambda: self.doctor.library_relevance.evidence(self._texts, weight=LIBRARY_WEIGHT))
+        if not users:
+            return weighed
+        out = dict(weighed)
+        for cause_id, (strength, matched) in users.items():
+            if cause_id in out:
+                kb_strength, kb_matched = out[cause_id]
+                out[cause_id] = (round(combine(kb_strength, strength), 4), tuple(sorted({*kb_matched, *matched})))
+            else:
+                out[cause_id] = (strength, matched)
+        return out
 
     def _inference(self) -> Inference:
         """All evidence: the rules, relevance and similar incidents."""

@@ -12,6 +12,7 @@ from nccl_doctor import knowledge
 from nccl_doctor.engine import Doctor, Session, SessionError
 from nccl_doctor.engine import session as session_module
 from nccl_doctor.engine.priors import library_priors
+from nccl_doctor.engine.relevance import LIBRARY_WEIGHT, RELEVANCE, incident_words
 from nccl_doctor.engine.similarity import SIMILAR, WEIGHT
 from nccl_doctor.kb.load import kb_files, load_files
 
@@ -373,6 +374,36 @@ def test_similar_incidents_alone_do_not_make_a_cause_supported(doctor):
     [diagnosis] = [d for d in session.diagnoses() if d.id == "rank_only_save"]
     assert any(e.rule == SIMILAR for e in diagnosis.evidence)
     assert not diagnosis.supported and not session.recognised()
+
+
+def _relevance(session: Session, cause_id: str):
+    return next((e for d in session.diagnoses() if d.id == cause_id for e in d.evidence if e.rule == RELEVANCE), None)
+
+
+def test_the_words_of_a_causes_incidents_are_relevance_evidence_for_it(doctor):
+    """Words only the reporters used (none in the cause's own text) still point at their cause,
+    as case-based evidence: a session without it reads the KB's words alone."""
+    text = "Two node job hangs at init after installing a VPN client, ping between the hosts works."
+    with_library = doctor.session()
+    with_library.tell(text)
+    kb_only = doctor.session(case_based=False)
+    kb_only.tell(text)
+    found = _relevance(with_library, "wrong_nic")
+    assert found is not None and "vpn" in found.description and 0 < found.strength <= LIBRARY_WEIGHT
+    assert _relevance(kb_only, "wrong_nic") is None
+
+
+def test_an_incident_left_out_lends_its_cause_none_of_its_words(doctor):
+    text = "Two node job hangs at init after installing a VPN client, ping between the hosts works."
+    whole = doctor.session()
+    whole.tell(text)
+    left_out = doctor.session(leave_out=["nic-vpn-interface"])
+    left_out.tell(text)
+    assert "vpn" in _relevance(whole, "wrong_nic").description
+    kept = _relevance(left_out, "wrong_nic")  # the other incident's words are too few to count here
+    assert kept is None or ("vpn" not in kept.description and kept.strength < _relevance(whole, "wrong_nic").strength)
+    assert "vpn" not in doctor.library_relevance.evidence([text], {"wrong_nic": incident_words(
+        doctor.kb.incidents["nic-vpn-interface"])}).get("wrong_nic", (0, ()))[1]
 
 
 def test_an_answer_counts_through_the_rules_and_leaves_the_similar_incidents_alone(doctor):
