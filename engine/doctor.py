@@ -40,6 +40,8 @@ class Doctor:
         self._consult_saved = extras.get("consult")
         saved = extras.get("relevance")
         self._relevance: RelevanceIndex | None = RelevanceIndex(state=saved) if saved else None
+        saved = extras.get("library_relevance")
+        self._library_relevance: RelevanceIndex | None = RelevanceIndex(state=saved) if saved else None
         self._incidents_state: Mapping[str, Any] | None = extras.get("similarity")
         self._incidents: IncidentIndex | None = None
 
@@ -49,6 +51,14 @@ class Doctor:
         if self._relevance is None:
             self._relevance = RelevanceIndex(self._ckb.kb)
         return self._relevance
+
+    @property
+    def library_relevance(self) -> RelevanceIndex:
+        """The text index of the library's incidents' words per cause (built on first use when
+        the artifact had none)."""
+        if self._library_relevance is None:
+            self._library_relevance = RelevanceIndex(self._ckb.kb, library=True)
+        return self._library_relevance
 
     @property
     def consult_model(self) -> ConsultModel:
@@ -82,7 +92,7 @@ class Doctor:
             items = kb.get(section, {})
             for key in items:
                 items[key]
-        _ = self.relevance, self.consult_model
+        _ = self.relevance, self.library_relevance, self.consult_model
         self.incidents.prepare()
 
     @property

@@ -26,7 +26,7 @@ def repeats_text(stronger: str) -> str:
 def relevance_text(state: Inference, cause_id: str) -> str:
     """The description of relevance evidence: the user's words the cause's text shares."""
     words = ", ".join(state.matched_words.get(cause_id, ()))
-    return f"Words of your description that this cause's explanation and fixes use: {words}"
+    return f"Words of your description that this cause's explanation and fixes, or the reports of its incidents, use: {words}"
 
 
 def fact_trace(facts: Mapping[str, FactRecord], name: str, depth: int = 0) -> HowStep:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from ..errors import InputTooLarge, SessionError, StateError, UnknownFact
-from .certainty import LEAD_THRESHOLD, RAISE_THRESHOLD, counted
+from .certainty import LEAD_THRESHOLD, RAISE_THRESHOLD, combine, counted
 from .chaining import Inference, infer
 from .explain import how as explain_how
 from .explain import relevance_text, repeats_text
@@ -27,7 +27,7 @@ from .priors import library_priors
 from .consult_model import ConsultModel
 from .doctor import Doctor
 from .questions import Ranking, answer_options, leading_causes, ranking
-from .relevance import RELEVANCE
+from .relevance import LIBRARY_WEIGHT, RELEVANCE, incident_words
 from .results import Diagnosis, EvidenceItem, How, Plan, Question, Why
 from .similarity import SIMILAR, Profile, SimilarIncident, fact_feature, similar_text, words
 from .similarity import evidence as similar_evidence
@@ -327,12 +327,13 @@ class Session:
 
     def profile(self) -> Profile:
         """What case-based evidence compares with the library: the words of the texts, the
-        signatures the logs and texts hit, the facts given (not derived)."""
+        signatures the logs and texts hit, the facts given (not derived), except answers to
+        questions and ``log_given`` (see :mod:`engine.similarity`)."""
         if self._text_signatures is None:  # restored from a state: the texts are scanned again
             self._text_signatures = set(_from_texts(self.doctor, "signatures", self._texts, lambda: frozenset(
                 hit.signature for text in self._texts for hit in scan_lines(self.doctor.compiled, text.splitlines()))))
         signatures = set(self._text_signatures).union(*(log.hits for log in self._logs))
-        given = {name: record.value for name, record in self._base().items()}
+        given = {name: record.value for name, record in self._base(answers=False).items() if name != LOG_GIVEN}
         return Profile(_from_texts(self.doctor, "words", self._texts, lambda: words("\n".join(self._texts))),
                        frozenset(signatures), {name: fact_feature(name, value) for name, value in given.items()})
 
@@ -600,9 +601,13 @@ class Session:
                 detail = f"{summary.name}:{hit.line_no}" if kind == "log" else f"{prefix}pasted line {hit.line_no}"
                 self._assert_coerced(name, _fill(value, hit.captures), Source(kind, detail), signature.certainty)  # type: ignore[arg-type]
 
-    def _base(self) -> dict[str, FactRecord]:
+    def _base(self, answers: bool = True) -> dict[str, FactRecord]:
+        """The given facts, each from its most trusted source (``answers=False``: as if no
+        question had been answered)."""
         best: dict[str, FactRecord] = {}
         for record in [*self._assertions, *self._hang_facts]:
+            if not answers and record.source.kind == "answer":
+                continue
             current = best.get(record.name)
             if current is None:
                 best[record.name] = record
@@ -619,13 +624,39 @@ class Session:
             base = self._base()
             state = infer(self.doctor.compiled, base)
             if self._texts:
-                weighed = _from_texts(self.doctor, "relevance", self._texts,
-                                      lambda: self.doctor.relevance.evidence(self._texts))
+                weighed = self._relevance()
                 for cause_id, (strength, words) in weighed.items():
                     state.evidence.setdefault(cause_id, []).append((RELEVANCE, strength))
                 state.matched_words = {cause_id: words for cause_id, (_, words) in weighed.items()}
             self._state, self._weighed = state, False
         return self._state
+
+    def _relevance(self) -> dict[str, tuple[float, tuple[str, ...]]]:
+        """Relevance evidence for the texts: the KB's words, and with case-based evidence the
+        library's words (less those of the incidents left out), combined per cause."""
+        weighed = _from_texts(self.doctor, "relevance", self._texts, lambda: self.doctor.relevance.evidence(self._texts))
+        if not self._case_based or not self.doctor.kb.get("incidents"):
+            return weighed
+        if self._leave_out:
+            without: dict[str, Counter[str]] = {}
+            library = self.doctor.kb.get("incidents", {})
+            for incident_id in sorted(self._leave_out):
+                incident = library[incident_id]
+                without[incident.cause] = without.get(incident.cause, Counter()) + incident_words(incident)
+            users = self.doctor.library_relevance.evidence(self._texts, without, LIBRARY_WEIGHT)
+        else:
+            users = _from_texts(self.doctor, "library relevance", self._texts,
+                                lambda: self.doctor.library_relevance.evidence(self._texts, weight=LIBRARY_WEIGHT))
+        if not users:
+            return weighed
+        out = dict(weighed)
+        for cause_id, (strength, matched) in users.items():
+            if cause_id in out:
+                kb_strength, kb_matched = out[cause_id]
+                out[cause_id] = (round(combine(kb_strength, strength), 4), tuple(sorted({*kb_matched, *matched})))
+            else:
+                out[cause_id] = (strength, matched)
+        return out
 
     def _inference(self) -> Inference:
         """All evidence: the rules, relevance and similar incidents."""

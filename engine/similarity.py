@@ -6,10 +6,21 @@ The model, and every bound on it, is documented here and nowhere else.
 features: *words* (the reporter's words and the incident's summary; the session's texts),
 *signatures* (the KB log signatures its log lines and pasted lines hit) and *facts* (each fact
 ``name=value`` its description sets through symptoms and signatures, plus the incident's ``knows``;
-the session's facts given by the user, logs, probes or answers, never those rules derived). An
+the session's facts given by the user, logs or probes, never those rules derived). An
 incident's profile is exactly what a session fed its ``reporter`` and ``log`` would hold, plus
 ``knows``; profiles are computed when the KB artifact is compiled, so a start does not rescan
 the library's logs.
+
+**What a session's profile leaves out.** Facts answered to the engine's questions (the words and
+log lines of a free-text answer still count, as the user's own do): a question is chosen
+for what its answer does to the rules (:mod:`engine.questions`), and that is how the answer
+counts; were it also a feature here, each answer would reshuffle the nearest incidents in a way
+the choice never weighed - one rare fact feature replaces the whole top five, a fact few
+incidents record dilutes every other one's cosine - and could take a cause's case-based evidence
+away though the answer said nothing about it (the consultation's "made worse" cases,
+``benchmarks/bench_consultation.py``: 3 of 869 before, each moved only through this). A fact the
+user stated in their own words stays a feature when an answer repeats it. Nor does ``log_given``
+count (for incidents either): it says what a report contains, not what failed.
 
 **Similarity.** Each feature is weighed by its inverse document frequency over the library
 (``1 + ln((N + 1) / (df + 1))``; words also by ``1 + ln(tf)``) and by the weight of its set

@@ -1,7 +1,8 @@
 """Relevance evidence: the user's words against each cause's own explanation and fixes."""
 from __future__ import annotations
 
-from nccl_doctor.engine.relevance import RELEVANCE, WEIGHT
+from nccl_doctor.engine.certainty import combine
+from nccl_doctor.engine.relevance import LIBRARY_WEIGHT, RELEVANCE, WEIGHT
 from nccl_doctor.engine.similarity import SIMILAR
 
 
@@ -13,7 +14,7 @@ def test_named_setting_raises_its_cause_and_says_which_words(doctor):
     session = doctor.session()
     session.tell("MPI_Init fails with UCX memory errors on InfiniBand; limits.conf still says memlock unlimited")
     [item] = _relevance(session, "memlock_limit_too_low")
-    assert 0 < item.strength <= WEIGHT
+    assert 0 < item.strength <= round(combine(WEIGHT, LIBRARY_WEIGHT), 3)  # the KB's words and the library's (shown to 3 places)
     assert "memlock" in item.description and "limits.conf" in item.description
     how = session.how("memlock_limit_too_low")
     assert any(r["rule"] == RELEVANCE and "memlock" in r["description"] for r in how.rules)
@@ -32,7 +33,7 @@ def test_words_alone_stay_below_a_fired_rule(doctor):
     session.add_log(["NCCL WARN Bootstrap : no socket interface found"])
     top = session.diagnoses()[0]
     assert top.id == "nccl_ifname_wrong"
-    assert any(e.rule != RELEVANCE and e.strength > WEIGHT for e in top.evidence)
+    assert any(e.rule != RELEVANCE and e.strength > combine(WEIGHT, LIBRARY_WEIGHT) for e in top.evidence)
 
 
 def test_causes_raised_only_by_words_do_not_prolong_a_confident_conversation(doctor):

@@ -12,6 +12,7 @@ from nccl_doctor import knowledge
 from nccl_doctor.engine import Doctor, Session, SessionError
 from nccl_doctor.engine import session as session_module
 from nccl_doctor.engine.priors import library_priors
+from nccl_doctor.engine.relevance import LIBRARY_WEIGHT, RELEVANCE, incident_words
 from nccl_doctor.engine.similarity import SIMILAR, WEIGHT
 from nccl_doctor.kb.load import kb_files, load_files
 
@@ -21,6 +22,7 @@ facts:
   - {id: multi_node, type: bool, question: More than one machine?}
   - {id: shm_error, type: bool}
   - {id: stuck_saving, type: bool, question: Does it hang while saving?}
+  - {id: log_given, type: bool}
 signatures:
   - id: shm_segment
     pattern: 'Error while creating shared memory segment'
@@ -372,3 +374,67 @@ def test_similar_incidents_alone_do_not_make_a_cause_supported(doctor):
     [diagnosis] = [d for d in session.diagnoses() if d.id == "rank_only_save"]
     assert any(e.rule == SIMILAR for e in diagnosis.evidence)
     assert not diagnosis.supported and not session.recognised()
+
+
+def _relevance(session: Session, cause_id: str):
+    return next((e for d in session.diagnoses() if d.id == cause_id for e in d.evidence if e.rule == RELEVANCE), None)
+
+
+def test_the_words_of_a_causes_incidents_are_relevance_evidence_for_it(doctor):
+    """Words only the reporters used (none in the cause's own text) still point at their cause,
+    as case-based evidence: a session without it reads the KB's words alone."""
+    text = "Two node job hangs at init after installing a VPN client, ping between the hosts works."
+    with_library = doctor.session()
+    with_library.tell(text)
+    kb_only = doctor.session(case_based=False)
+    kb_only.tell(text)
+    found = _relevance(with_library, "wrong_nic")
+    assert found is not None and "vpn" in found.description and 0 < found.strength <= LIBRARY_WEIGHT
+    assert _relevance(kb_only, "wrong_nic") is None
+
+
+def test_an_incident_left_out_lends_its_cause_none_of_its_words(doctor):
+    text = "Two node job hangs at init after installing a VPN client, ping between the hosts works."
+    whole = doctor.session()
+    whole.tell(text)
+    left_out = doctor.session(leave_out=["nic-vpn-interface"])
+    left_out.tell(text)
+    assert "vpn" in _relevance(whole, "wrong_nic").description
+    kept = _relevance(left_out, "wrong_nic")  # the other incident's words are too few to count here
+    assert kept is None or ("vpn" not in kept.description and kept.strength < _relevance(whole, "wrong_nic").strength)
+    assert "vpn" not in doctor.library_relevance.evidence([text], {"wrong_nic": incident_words(
+        doctor.kb.incidents["nic-vpn-interface"])}).get("wrong_nic", (0, ()))[1]
+
+
+def test_an_answer_counts_through_the_rules_and_leaves_the_similar_incidents_alone(doctor):
+    """The question was chosen for what its answer does to the rules; the answer does not also
+    reshuffle the nearest incidents (which can take a cause's case-based evidence away even when
+    the answer says nothing about it: bench_consultation's "made worse" cases)."""
+    session = doctor.session()
+    session.tell("the job hangs at init_process_group")
+    before = [(i.id, i.score) for i in session.similar()]
+    assert before
+    session.answer("multi_node", True)
+    assert session.facts()["multi_node"].value is True
+    assert [(i.id, i.score) for i in session.similar()] == before
+    stated = doctor.session()  # the same fact stated by the user (a flag, a report) does count
+    stated.tell("the job hangs at init_process_group")
+    stated.set_fact("multi_node", True)
+    assert [(i.id, i.score) for i in stated.similar()] != before
+
+
+def test_a_fact_the_user_stated_stays_in_the_profile_when_an_answer_repeats_it(doctor):
+    session = doctor.session()
+    session.tell("NCCL fails in a docker container")
+    assert session.profile().facts["container"] == "container=docker"
+    session.answer("container", "docker")
+    assert session.profile().facts["container"] == "container=docker"
+
+
+def test_whether_a_log_was_given_is_not_compared_with_the_library(doctor):
+    """log_given describes the report, not the failure: a log pasted in an answer must not make
+    every incident that came with a log more similar."""
+    session = doctor.session()
+    session.add_log(["Error while creating shared memory segment /dev/shm/nccl-x (size 9637888)"])
+    assert session.facts()["log_given"].value is True
+    assert "log_given" not in session.profile().facts

@@ -86,6 +86,7 @@ def _compile(paths: list[Path], folder: Path, key: str) -> dict[str, Any]:
     artifact["options"] = answer_options(compiled)
     artifact["consult"] = artifact_part(compiled)  # question statistics, incl. what evidence questions showed
     artifact["relevance"] = RelevanceIndex(kb).state()
+    artifact["library_relevance"] = RelevanceIndex(kb, library=True).state()
     artifact["similarity"] = Doctor(kb).incidents.state()  # the incidents read once, not at every start
     return artifact
 
