@@ -4,17 +4,19 @@ explanation and fixes (BM25 over the KB's text), and the words of the incidents 
 Rules encode what is known for certain; this covers the long tail they do not reach, such as a
 user who names the setting they suspect ("memlock", "GID index", "limits.conf") in words no
 symptom phrase lists. It only adds evidence when the best match is clearly above chance (a
-greeting or "it works fine" is not), and its strength stays small (``WEIGHT``, with the library's
-words below at most ``combine(WEIGHT, LIBRARY_WEIGHT)``, 0.19) so one fired rule outweighs it. Every contribution names the words it matched, so it explains itself like a rule.
+greeting or "it works fine" is not), and its strength stays small (``WEIGHT``; with the library's
+words below, at most ``combine(WEIGHT, LIBRARY_WEIGHT)``, 0.19) so one fired rule outweighs it.
+Every contribution names the words it matched, so it explains itself like a rule.
 
 **The library's words.** A second index holds, per cause, the reporter's words and summary of
 every incident of the library with that cause: users' words for the failure (what they saw, the
 tools they ran), where the KB's text is written from the mechanism. Its best match gets at most
 :data:`LIBRARY_WEIGHT`, combined with the KB-text evidence like two rules
 (:func:`engine.certainty.combine`) under the same pseudo-rule: a second opinion that moves
-causes the KB's words leave level, too weak to outvote them. Measured on blind rounds 11-19
-(/work/rounds/timesplit.py: each round scored on the KB from before it was read, 422 cases) it
-raises top-1 from 177 to 182 and top-3 from 246 to 255, in five rounds, none lower; stronger
+causes the KB's words leave level, too weak to outvote them. Measured on nine earlier blind rounds
+(422 cases, each round scored on the KB from before it was read; the blind rounds are kept
+outside the repository) it raised top-1 from 177 to 181 and top-3 from 246 to 257, no round
+lower; stronger
 (0.06-0.15, or the incidents' words merged into the causes' text) gains up to 184 / 263 there
 but costs 2-6 of the library's leave-one-out top-1, where the KB's text was written from the
 very incident scored. It counts as case-based evidence: a session without it uses the KB's words
@@ -127,6 +129,14 @@ class RelevanceIndex:
         doc = self._docs[self._postings_table()[0][position]]
         return tuple(term for term in query if doc.get(term))
 
+    def _norm(self, length: int) -> float:
+        """BM25's length normalisation for a cause text of ``length`` terms."""
+        return _K1 * (1 - _B + _B * length / self._average)
+
+    def _term_score(self, term: str, tf: int, norm: float) -> float:
+        """BM25's score of one term found ``tf`` times in a cause's text."""
+        return self._idf[term] * tf * (_K1 + 1) / (tf + norm)
+
     def _postings_table(self) -> tuple[list[str], dict[str, list[tuple[int, float]]]]:
         """The causes in order, and per term the causes (positions) whose text holds it with the
         term's BM25 score for each (a function of the term and the cause alone)."""
@@ -134,10 +144,10 @@ class RelevanceIndex:
             causes = list(self._docs)
             postings: dict[str, list[tuple[int, float]]] = {}
             for position, cause_id in enumerate(causes):
-                norm = _K1 * (1 - _B + _B * self._lengths[cause_id] / self._average)
+                norm = self._norm(self._lengths[cause_id])
                 for term, tf in self._docs[cause_id].items():
                     if tf and term in self._idf:
-                        postings.setdefault(term, []).append((position, self._idf[term] * tf * (_K1 + 1) / (tf + norm)))
+                        postings.setdefault(term, []).append((position, self._term_score(term, tf, norm)))
             self._causes, self._postings = causes, postings
         return self._causes, self._postings
 
@@ -154,13 +164,8 @@ class RelevanceIndex:
                 continue
             doc = reduced[cause_id] = {t: n - taken.get(t, 0) for t, n in self._docs[cause_id].items()
                                        if n > taken.get(t, 0)}
-            norm = _K1 * (1 - _B + _B * sum(doc.values()) / self._average)
-            score = 0.0
-            for term in query:
-                tf = doc.get(term, 0)
-                if tf:
-                    score += self._idf[term] * tf * (_K1 + 1) / (tf + norm)
-            totals[position] = score
+            norm = self._norm(sum(doc.values()))
+            totals[position] = sum((self._term_score(term, doc[term], norm) for term in query if doc.get(term)), 0.0)
         return reduced
 
     def evidence(self, texts: Iterable[str], without: Mapping[str, Counter[str]] | None = None,
